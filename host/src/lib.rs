@@ -1,1 +1,56 @@
-//! toolcage
+//! toolcage: run an AI agent's tools as untrusted WebAssembly components.
+//!
+//! Each tool is a component exporting the `toolcage:tool/tool` interface of
+//! `wit/toolcage.wit`. A [`Registry`] loads components from bytes, files or
+//! directories (first name wins), validates every call's arguments against
+//! the tool's JSON Schema, and runs each call in a fresh sandbox bounded by
+//! [`Limits`], seeing only the [`Mount`]s the operator granted.
+//!
+//! ```no_run
+//! use toolcage::{Mount, Registry};
+//!
+//! # async fn demo() -> Result<(), toolcage::Error> {
+//! let mut registry = Registry::builder()
+//!     .mount(Mount::read_only("./src", "/workspace"))
+//!     .build()?;
+//! for report in registry.load_dir("tools").await? {
+//!     if let Some(error) = &report.error {
+//!         eprintln!("skipped {}: {error}", report.source);
+//!     }
+//! }
+//! let result = registry.call("grep", r#"{"pattern": "TODO", "path": "/workspace"}"#).await;
+//! println!("{}", result.output); // for the model
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Security model
+//!
+//! A tool component is untrusted code. It can compute, read the clocks and
+//! randomness, log, report progress, and use the filesystem only under the
+//! mounts granted to its component, read-only unless granted read-write. It
+//! cannot see the host's environment, arguments, other directories or the
+//! network. It is stopped when it exhausts its fuel, its wall-clock time, its
+//! memory or its output budget, and only its own call fails. Its name cannot
+//! replace a tool registered before it. Everything a tool or a model can
+//! cause comes back as a [`CallResult`] with an [`ErrorKind`], never as a
+//! panic or an `Err`.
+
+mod bindings;
+mod call;
+mod component;
+mod engine;
+mod error;
+mod limits;
+mod mount;
+mod registry;
+mod sandbox;
+mod schema;
+
+pub use call::{Arguments, CallOptions, CallResult, CancelToken, GuestEvent, LogLevel, Logs};
+pub use component::{Descriptor, Hints, Source};
+pub use engine::Runtime;
+pub use error::{Error, ErrorKind, LoadError};
+pub use limits::{LimitOverrides, Limits};
+pub use mount::Mount;
+pub use registry::{FileReport, Registry, RegistryBuilder, Shadowed, ToolInfo};

@@ -1,1 +1,45 @@
+//! Helpers shared by toolcage's integration tests: the guests built from
+//! source by `build.rs`, one runtime per test binary (so each component is
+//! compiled once), and registries built from them.
 
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use toolcage::{FileReport, Limits, Registry, RegistryBuilder, Runtime};
+
+/// Paths of the built components, one constant per guest package.
+pub mod guests {
+    include!(concat!(env!("OUT_DIR"), "/guests.rs"));
+}
+
+static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| Runtime::new().expect("the runtime starts"));
+
+/// A registry builder on the shared runtime.
+pub fn builder() -> RegistryBuilder {
+    Registry::builder().runtime(&RUNTIME)
+}
+
+/// Limits that make breach tests quick: 2 s, 2 billion fuel, 64 MiB.
+pub fn quick_limits() -> Limits {
+    Limits {
+        fuel: Some(2_000_000_000),
+        timeout: Duration::from_secs(2),
+        memory_bytes: 64 << 20,
+        ..Limits::default()
+    }
+}
+
+/// A registry with `components` loaded, each of which must load cleanly.
+pub async fn registry(builder: RegistryBuilder, components: &[&str]) -> Registry {
+    let mut registry = builder.build().expect("the registry builds");
+    for path in components {
+        let report = registry.load_file(path).await;
+        assert_loaded(&report);
+    }
+    registry
+}
+
+/// Asserts that a component loaded with no error.
+pub fn assert_loaded(report: &FileReport) {
+    assert!(report.is_ok(), "{} failed to load: {:?}", report.source, report.error);
+}

@@ -1,0 +1,12 @@
+//! Host-side bindings of `wit/toolcage.wit`, private to the crate: the public
+//! API speaks toolcage types, never these.
+
+wasmtime::component::bindgen!({
+    world: "toolset",
+    path: "../wit",
+    imports: { default: tracing },
+    exports: { default: async },
+});
+
+pub(crate) use exports::toolcage::tool::tool::{Descriptor as WitDescriptor, Hints as WitHints, Outcome as WitOutcome};
+pub(crate) use toolcage::tool::host::Level;

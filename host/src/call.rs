@@ -1,0 +1,371 @@
+//! The one call path: lookup → parse → validate → sandbox → outcome.
+//!
+//! Threat model: the tool name and arguments come from a model, the outcome
+//! from an untrusted component. Whatever either sends, the caller gets a
+//! [`CallResult`], never a panic or an `Err`: an unknown name lists the real
+//! ones, bad arguments list every schema error, a breached limit names the
+//! limit, and an outcome too large or malformed is refused. Outcomes are
+//! checked against the tool's declared output schema, so programs reading
+//! `details` can trust its shape.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::Notify;
+use tracing::Instrument;
+
+use crate::registry::{Entry, Registry, with_stderr};
+use crate::sandbox::{self, Invocation, Observer, Returned, human_bytes};
+use crate::{ErrorKind, schema};
+
+/// A call's arguments: JSON text as a model wrote it, or a parsed value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arguments {
+    /// JSON text, parsed by the call (malformed text is an
+    /// [`ErrorKind::InvalidArguments`] outcome).
+    Json(String),
+    /// An already parsed value.
+    Value(Value),
+}
+
+impl From<&str> for Arguments {
+    fn from(text: &str) -> Self {
+        Arguments::Json(text.to_string())
+    }
+}
+
+impl From<String> for Arguments {
+    fn from(text: String) -> Self {
+        Arguments::Json(text)
+    }
+}
+
+impl From<Value> for Arguments {
+    fn from(value: Value) -> Self {
+        Arguments::Value(value)
+    }
+}
+
+/// A log line's severity, as the guest gave it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogLevel {
+    /// Trace.
+    Trace,
+    /// Debug.
+    Debug,
+    /// Info.
+    Info,
+    /// Warn.
+    Warn,
+    /// Error.
+    Error,
+}
+
+/// What a guest reports while it runs, through its `log` and `progress`
+/// imports. At most 1,000 per call, each message cut at 4 KiB.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum GuestEvent {
+    /// A log line.
+    Log {
+        /// Its severity.
+        level: LogLevel,
+        /// The text.
+        message: String,
+    },
+    /// A progress report.
+    Progress {
+        /// What is happening.
+        message: String,
+        /// How far along, in `0.0..=1.0`, when known.
+        fraction: Option<f32>,
+    },
+}
+
+/// Cancels the calls it is given to. Cloning shares the token.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken {
+    inner: Arc<CancelState>,
+}
+
+#[derive(Debug, Default)]
+struct CancelState {
+    cancelled: std::sync::atomic::AtomicBool,
+    notify: Notify,
+}
+
+impl CancelToken {
+    /// A token not yet cancelled.
+    pub fn new() -> Self {
+        CancelToken::default()
+    }
+
+    /// Cancels every call using this token: a running guest is stopped at its
+    /// next epoch tick (within milliseconds), with [`ErrorKind::Cancelled`].
+    pub fn cancel(&self) {
+        self.inner.cancelled.store(true, Ordering::SeqCst);
+        self.inner.notify.notify_waiters();
+    }
+
+    /// Whether [`cancel`](Self::cancel) was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once the token is cancelled.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.inner.notify.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Options of one call. By default: a generated call id, no event callback,
+/// no cancellation.
+#[derive(Clone, Default)]
+pub struct CallOptions {
+    call_id: Option<String>,
+    events: Option<Arc<dyn Fn(GuestEvent) + Send + Sync>>,
+    cancel: Option<CancelToken>,
+}
+
+impl CallOptions {
+    /// Options with every default.
+    pub fn new() -> Self {
+        CallOptions::default()
+    }
+
+    /// Tags the call (its tracing span and result) with `id`, such as the
+    /// model's tool-call id. Default: `call-<n>`, unique in the process.
+    pub fn call_id(mut self, id: impl Into<String>) -> Self {
+        self.call_id = Some(id.into());
+        self
+    }
+
+    /// Receives the guest's log lines and progress reports as they happen.
+    pub fn on_event(mut self, events: impl Fn(GuestEvent) + Send + Sync + 'static) -> Self {
+        self.events = Some(Arc::new(events));
+        self
+    }
+
+    /// Lets `token` cancel the call.
+    pub fn cancel_token(mut self, token: CancelToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+}
+
+/// What the guest printed during a call, each stream cut at
+/// [`Limits::log_bytes`](crate::Limits::log_bytes).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Logs {
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+    /// Whether either stream was cut.
+    pub truncated: bool,
+}
+
+/// The result of a call, successful or not.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CallResult {
+    /// The tool's name, as called.
+    pub tool: String,
+    /// The call's id.
+    pub call_id: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// Why it failed; `None` on success.
+    pub error_kind: Option<ErrorKind>,
+    /// Text for the model.
+    pub output: String,
+    /// Structured JSON for programs and user interfaces.
+    pub details: Option<Value>,
+    /// Wall time of the call.
+    #[serde(rename = "duration_ms", serialize_with = "millis")]
+    pub duration: Duration,
+    /// Fuel the guest consumed.
+    pub fuel_used: u64,
+    /// What the guest printed.
+    pub logs: Logs,
+}
+
+fn millis<S: serde::Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((duration.as_secs_f64() * 1e6).round() / 1e3)
+}
+
+impl CallResult {
+    fn error(tool: &str, call_id: String, kind: ErrorKind, output: String) -> Self {
+        CallResult {
+            tool: tool.to_string(),
+            call_id,
+            is_error: true,
+            error_kind: Some(kind),
+            output,
+            details: None,
+            duration: Duration::ZERO,
+            fuel_used: 0,
+            logs: Logs::default(),
+        }
+    }
+}
+
+fn next_call_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!("call-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+impl Registry {
+    /// Calls tool `name` with `arguments` and default options.
+    pub async fn call(&self, name: &str, arguments: impl Into<Arguments>) -> CallResult {
+        self.call_with(name, arguments, CallOptions::default()).await
+    }
+
+    /// Calls tool `name` with `arguments`: looks the tool up, parses and
+    /// validates the arguments, then runs it in a fresh sandbox.
+    pub async fn call_with(&self, name: &str, arguments: impl Into<Arguments>, options: CallOptions) -> CallResult {
+        let call_id = options.call_id.clone().unwrap_or_else(next_call_id);
+        let component = self.entry(name).map(|e| e.component.name.as_str()).unwrap_or("");
+        let span = tracing::info_span!(
+            "call",
+            tool = %name,
+            component = %component,
+            call_id = %call_id,
+            duration_ms = tracing::field::Empty,
+            fuel_used = tracing::field::Empty,
+            error_kind = tracing::field::Empty,
+        );
+        let result = self
+            .call_in_span(name, arguments.into(), call_id, options)
+            .instrument(span.clone())
+            .await;
+        span.record("duration_ms", result.duration.as_millis() as u64);
+        span.record("fuel_used", result.fuel_used);
+        span.record("error_kind", result.error_kind.map_or("none", ErrorKind::as_str));
+        span.in_scope(|| tracing::debug!(is_error = result.is_error, "call finished"));
+        result
+    }
+
+    async fn call_in_span(&self, name: &str, arguments: Arguments, call_id: String, options: CallOptions) -> CallResult {
+        let Some(entry) = self.entry(name) else {
+            let available: Vec<&str> = self.tools().map(|t| t.descriptor.name.as_str()).collect();
+            let output = if available.is_empty() {
+                format!("There is no tool named `{name}`, and no tools are available.")
+            } else {
+                format!("There is no tool named `{name}`. Available tools: {}.", available.join(", "))
+            };
+            return CallResult::error(name, call_id, ErrorKind::NotFound, output);
+        };
+        let arguments = match arguments {
+            Arguments::Value(value) => value,
+            Arguments::Json(text) => match serde_json::from_str(&text) {
+                Ok(value) => value,
+                Err(e) => {
+                    let output = format!(
+                        "The arguments for `{name}` are not valid JSON ({e}). Send a JSON object that matches the tool's input schema."
+                    );
+                    return CallResult::error(name, call_id, ErrorKind::InvalidArguments, output);
+                }
+            },
+        };
+        if let Some(errors) = schema::errors(&entry.input, &arguments) {
+            let output = format!(
+                "The arguments for `{name}` do not match its input schema:\n{errors}\nFix these and call `{name}` again."
+            );
+            let mut result = CallResult::error(name, call_id, ErrorKind::InvalidArguments, output);
+            result.details = Some(serde_json::json!({ "input_schema": entry.info.descriptor.input_schema }));
+            return result;
+        }
+        self.run(entry, arguments, call_id, options).await
+    }
+
+    async fn run(&self, entry: &Entry, arguments: Value, call_id: String, options: CallOptions) -> CallResult {
+        let component = &entry.component;
+        let name = entry.info.descriptor.name.as_str();
+        let invocation = Invocation::Call {
+            tool: name.to_string(),
+            arguments: arguments.to_string(),
+        };
+        let observer = Observer { events: options.events };
+        let ran = sandbox::run(
+            &component.pre,
+            &component.limits,
+            &component.mounts,
+            invocation,
+            observer,
+            options.cancel.as_ref(),
+        )
+        .await;
+        let mut result = CallResult::error(name, call_id, ErrorKind::ToolError, String::new());
+        result.duration = ran.duration;
+        result.fuel_used = ran.fuel_used;
+        match ran.result {
+            Ok(Returned::Outcome(returned)) => {
+                let is_error = returned.is_err();
+                let outcome = returned.unwrap_or_else(|outcome| outcome);
+                let size = outcome.output.len() + outcome.details.as_ref().map_or(0, String::len);
+                let limit = component.limits.output_bytes;
+                if size > limit {
+                    result.error_kind = Some(ErrorKind::OutputLimit);
+                    result.output = format!(
+                        "The tool returned {} of output, more than its limit of {}. Ask for less: a narrower query, a smaller range, or fewer results.",
+                        human_bytes(size),
+                        human_bytes(limit)
+                    );
+                } else {
+                    self.accept_outcome(entry, is_error, outcome.output, outcome.details, &mut result);
+                }
+            }
+            Ok(Returned::Descriptors(_)) => unreachable!("call returns an outcome"),
+            Err(stopped) => {
+                result.error_kind = Some(stopped.kind);
+                result.output = match stopped.kind {
+                    ErrorKind::Trap => with_stderr(stopped.message, &ran.logs.stderr),
+                    _ => stopped.message,
+                };
+            }
+        }
+        result.logs = ran.logs;
+        result
+    }
+
+    /// Fills `result` from a returned outcome whose size is within limits.
+    fn accept_outcome(
+        &self,
+        entry: &Entry,
+        is_error: bool,
+        output: String,
+        details: Option<String>,
+        result: &mut CallResult,
+    ) {
+        let details = match details.map(|text| serde_json::from_str::<Value>(&text)) {
+            None => None,
+            Some(Ok(value)) => Some(value),
+            Some(Err(e)) => {
+                result.output = format!("The tool returned details that are not valid JSON ({e}); this is a bug in the tool.");
+                return;
+            }
+        };
+        if !is_error && let Some(validator) = &entry.output {
+            let instance = details.clone().unwrap_or(Value::Null);
+            if let Some(errors) = schema::errors(validator, &instance) {
+                result.output = format!(
+                    "The tool returned details that break its own output schema; this is a bug in the tool:\n{errors}"
+                );
+                return;
+            }
+        }
+        result.is_error = is_error;
+        result.error_kind = is_error.then_some(ErrorKind::ToolError);
+        result.output = output;
+        result.details = details;
+    }
+}

@@ -1,0 +1,159 @@
+//! Errors at the library boundary.
+//!
+//! Two kinds of failure exist and they never mix. [`Error`] is for the
+//! operator: a bad configuration, a mount that does not exist. It is returned
+//! as `Err` and stops whatever asked for it. [`ErrorKind`] is for the model:
+//! anything a tool or a model can cause (bad arguments, a trap, a breached
+//! limit) becomes a [`CallResult`](crate::CallResult) with that kind, and the
+//! host goes on.
+
+use std::path::PathBuf;
+
+/// An operator-side error: configuration, mounts, files the operator named.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration file could not be read.
+    #[error("cannot read config file {path}")]
+    ConfigRead {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The configuration file is not valid: a syntax error, an unknown key or
+    /// a bad value. The message names the key.
+    #[error("invalid config file {path}: {message}")]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// A value given on the command line or through the API is not valid.
+    #[error("invalid {what}: {message}")]
+    InvalidSetting {
+        /// What setting.
+        what: &'static str,
+        /// Why it is invalid.
+        message: String,
+    },
+    /// A mount's host directory cannot be used.
+    #[error("cannot mount {host} at {guest}: {reason}")]
+    Mount {
+        /// The host directory.
+        host: PathBuf,
+        /// The guest path.
+        guest: String,
+        /// Why.
+        reason: String,
+    },
+    /// A tools directory cannot be read.
+    #[error("cannot read tools directory {path}")]
+    ToolsDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The WebAssembly engine could not be created.
+    #[error("cannot create the WebAssembly engine: {0}")]
+    Engine(String),
+}
+
+/// Why a call failed. Every kind reaches the model as an error outcome whose
+/// `output` says what to do next; none of them affects other calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// No tool has that name.
+    NotFound,
+    /// The arguments are not JSON, or do not match the tool's input schema.
+    InvalidArguments,
+    /// The tool ran and reported a failure (its `Err` outcome), or returned
+    /// something malformed.
+    ToolError,
+    /// The call used up its fuel (its instruction budget).
+    OutOfFuel,
+    /// The call ran past its wall-clock timeout.
+    Timeout,
+    /// The call tried to grow its memory past the limit.
+    MemoryLimit,
+    /// The call's output and details together were larger than allowed.
+    OutputLimit,
+    /// The guest trapped: a panic, a stack overflow, an unreachable, a failed
+    /// host call.
+    Trap,
+    /// The call was cancelled by its caller.
+    Cancelled,
+}
+
+impl ErrorKind {
+    /// The kind's name as it appears in JSON (`out_of_fuel`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::InvalidArguments => "invalid_arguments",
+            ErrorKind::ToolError => "tool_error",
+            ErrorKind::OutOfFuel => "out_of_fuel",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::MemoryLimit => "memory_limit",
+            ErrorKind::OutputLimit => "output_limit",
+            ErrorKind::Trap => "trap",
+            ErrorKind::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a component file was skipped at load. Every variant is the
+/// component's fault, never the host's: the load goes on with the next file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read the file: {0}")]
+    Io(String),
+    /// The bytes are not WebAssembly.
+    #[error("not a WebAssembly file (no `\\0asm` header)")]
+    NotWasm,
+    /// A core WebAssembly module, not a component.
+    #[error("a core WebAssembly module, not a component: build it for wasm32-wasip2, or wrap it with `wasm-tools component new`")]
+    CoreModule,
+    /// The component failed to compile.
+    #[error("invalid component: {0}")]
+    Compile(String),
+    /// The component imports something the host does not provide.
+    #[error("imports something toolcage does not provide: {0}")]
+    Import(String),
+    /// The component does not export `toolcage:tool/tool`.
+    #[error("does not export the `toolcage:tool/tool` interface of the `toolset` world: {0}")]
+    Export(String),
+    /// `describe()` trapped or breached a limit.
+    #[error("describe() failed ({kind}): {message}")]
+    Describe {
+        /// Which limit, or `trap`.
+        kind: ErrorKind,
+        /// What happened.
+        message: String,
+    },
+    /// `describe()` returned no tools.
+    #[error("describe() returned no tools")]
+    NoTools,
+    /// A descriptor failed its checks.
+    #[error("tool {tool:?}: {reason}")]
+    InvalidDescriptor {
+        /// The tool's name as declared.
+        tool: String,
+        /// What is wrong.
+        reason: String,
+    },
+}

@@ -1,0 +1,136 @@
+//! How much a single call may consume.
+//!
+//! Threat model: a tool is untrusted code, and so are the arguments a model
+//! sends it. A component can loop forever, block forever in a WASI call,
+//! allocate without bound, recurse without bound, or return or print more text
+//! than any model context holds. Each limit below ends such a call, and only
+//! that call, with its own [`ErrorKind`](crate::ErrorKind); the host and the
+//! other calls keep running. The defaults are chosen so that every one of
+//! these misbehaviours is stopped without any configuration.
+
+use std::time::Duration;
+
+/// Per-call limits. Every field has a default, stated on the field; an
+/// operator may override them for all components and per component.
+///
+/// ```
+/// use std::time::Duration;
+/// use toolcage::Limits;
+///
+/// let strict = Limits { timeout: Duration::from_secs(5), ..Limits::default() };
+/// assert_eq!(strict.memory_bytes, 256 << 20);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Fuel: a budget of WebAssembly instructions, roughly one unit per
+    /// instruction, deterministic across machines. `None` means unlimited (the
+    /// timeout still applies). Default: 10 billion units, several seconds of
+    /// pure computation. Breach: [`ErrorKind::OutOfFuel`](crate::ErrorKind::OutOfFuel).
+    pub fuel: Option<u64>,
+    /// Wall-clock time for the call, from instantiation to the returned
+    /// outcome. It also stops a guest blocked in a WASI call such as a sleep.
+    /// Default: 30 s. Breach: [`ErrorKind::Timeout`](crate::ErrorKind::Timeout).
+    pub timeout: Duration,
+    /// The most linear memory the instance may grow to, in bytes. Default:
+    /// 256 MiB. Breach: [`ErrorKind::MemoryLimit`](crate::ErrorKind::MemoryLimit).
+    pub memory_bytes: usize,
+    /// The most bytes of `output` plus `details` a call may return. Default:
+    /// 1 MiB. Breach: [`ErrorKind::OutputLimit`](crate::ErrorKind::OutputLimit).
+    pub output_bytes: usize,
+    /// The most bytes of guest stdout, and separately of stderr, kept for the
+    /// call's logs. Past it the stream is truncated, silently for the guest:
+    /// printing never fails a call. Default: 64 KiB.
+    pub log_bytes: usize,
+    /// The most bytes of native stack WebAssembly may use; deeper recursion
+    /// traps ([`ErrorKind::Trap`](crate::ErrorKind::Trap)). Default: 1 MiB.
+    pub stack_bytes: usize,
+}
+
+impl Limits {
+    /// The default fuel budget: 10 billion units.
+    pub const DEFAULT_FUEL: u64 = 10_000_000_000;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            fuel: Some(Self::DEFAULT_FUEL),
+            timeout: Duration::from_secs(30),
+            memory_bytes: 256 << 20,
+            output_bytes: 1 << 20,
+            log_bytes: 64 << 10,
+            stack_bytes: 1 << 20,
+        }
+    }
+}
+
+/// A partial set of limits, layered over another: what a config file or a
+/// command line says for some limits and leaves to the defaults for the rest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimitOverrides {
+    /// Overrides [`Limits::fuel`]; `Some(None)` makes fuel unlimited.
+    pub fuel: Option<Option<u64>>,
+    /// Overrides [`Limits::timeout`].
+    pub timeout: Option<Duration>,
+    /// Overrides [`Limits::memory_bytes`].
+    pub memory_bytes: Option<usize>,
+    /// Overrides [`Limits::output_bytes`].
+    pub output_bytes: Option<usize>,
+    /// Overrides [`Limits::log_bytes`].
+    pub log_bytes: Option<usize>,
+    /// Overrides [`Limits::stack_bytes`].
+    pub stack_bytes: Option<usize>,
+}
+
+impl LimitOverrides {
+    /// `base` with every limit this sets replaced.
+    pub fn apply(&self, base: Limits) -> Limits {
+        Limits {
+            fuel: self.fuel.unwrap_or(base.fuel),
+            timeout: self.timeout.unwrap_or(base.timeout),
+            memory_bytes: self.memory_bytes.unwrap_or(base.memory_bytes),
+            output_bytes: self.output_bytes.unwrap_or(base.output_bytes),
+            log_bytes: self.log_bytes.unwrap_or(base.log_bytes),
+            stack_bytes: self.stack_bytes.unwrap_or(base.stack_bytes),
+        }
+    }
+
+    /// These overrides, then `later` on top of them.
+    pub fn then(&self, later: &LimitOverrides) -> LimitOverrides {
+        LimitOverrides {
+            fuel: later.fuel.or(self.fuel),
+            timeout: later.timeout.or(self.timeout),
+            memory_bytes: later.memory_bytes.or(self.memory_bytes),
+            output_bytes: later.output_bytes.or(self.output_bytes),
+            log_bytes: later.log_bytes.or(self.log_bytes),
+            stack_bytes: later.stack_bytes.or(self.stack_bytes),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_replace_only_what_they_set() {
+        let overrides = LimitOverrides {
+            fuel: Some(None),
+            timeout: Some(Duration::from_millis(5)),
+            ..LimitOverrides::default()
+        };
+        let limits = overrides.apply(Limits::default());
+        assert_eq!(limits.fuel, None);
+        assert_eq!(limits.timeout, Duration::from_millis(5));
+        assert_eq!(limits.memory_bytes, Limits::default().memory_bytes);
+    }
+
+    #[test]
+    fn later_overrides_win() {
+        let first = LimitOverrides { memory_bytes: Some(1), output_bytes: Some(2), ..Default::default() };
+        let second = LimitOverrides { memory_bytes: Some(3), ..Default::default() };
+        let merged = first.then(&second);
+        assert_eq!(merged.memory_bytes, Some(3));
+        assert_eq!(merged.output_bytes, Some(2));
+    }
+}

@@ -1,0 +1,144 @@
+//! Directories an operator lends to tools.
+//!
+//! Threat model: a tool may try to read or write anything it can name. The
+//! only filesystem a component sees is the set of mounts its operator granted
+//! (through the config file, the command line or the embedding API; never
+//! through a tool or a model). Inside the sandbox, WASI resolves every path
+//! against these directories with capability-based lookups (cap-std): `..`
+//! past a mount's root, absolute paths outside every mount, and symlinks
+//! pointing outside all fail. A read-only mount refuses every write, create,
+//! rename and delete.
+
+use std::path::{Path, PathBuf};
+
+use crate::Error;
+
+/// A host directory made visible to tools at a guest path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    host: PathBuf,
+    guest: String,
+    writable: bool,
+}
+
+impl Mount {
+    /// Lends `host` read-only at `guest` (an absolute guest path such as
+    /// `/workspace`).
+    pub fn read_only(host: impl Into<PathBuf>, guest: impl Into<String>) -> Self {
+        Mount {
+            host: host.into(),
+            guest: guest.into(),
+            writable: false,
+        }
+    }
+
+    /// Lends `host` read-write at `guest`.
+    pub fn read_write(host: impl Into<PathBuf>, guest: impl Into<String>) -> Self {
+        Mount {
+            writable: true,
+            ..Mount::read_only(host, guest)
+        }
+    }
+
+    /// Parses the command-line form `HOST:GUEST[:ro|rw]`; read-only unless it
+    /// ends in `:rw`.
+    pub fn parse(spec: &str) -> Result<Self, Error> {
+        let invalid = |message: &str| Error::InvalidSetting {
+            what: "mount",
+            message: format!("`{spec}`: {message} (expected HOST:GUEST[:ro|rw])"),
+        };
+        let (rest, writable) = match spec.rsplit_once(':') {
+            Some((rest, "rw")) => (rest, true),
+            Some((rest, "ro")) => (rest, false),
+            _ => (spec, false),
+        };
+        let (host, guest) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| invalid("missing the guest path"))?;
+        if host.is_empty() {
+            return Err(invalid("empty host directory"));
+        }
+        let mount = Mount {
+            host: host.into(),
+            guest: guest.into(),
+            writable,
+        };
+        mount.check_guest_path()?;
+        Ok(mount)
+    }
+
+    /// The host directory.
+    pub fn host(&self) -> &Path {
+        &self.host
+    }
+
+    /// Where tools see it.
+    pub fn guest(&self) -> &str {
+        &self.guest
+    }
+
+    /// Whether tools may change it.
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Checks the mount can be granted: an absolute guest path and an
+    /// existing host directory. Run when a registry is built, so a typo
+    /// fails at start-up rather than inside every call.
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        self.check_guest_path()?;
+        let error = |reason: String| Error::Mount {
+            host: self.host.clone(),
+            guest: self.guest.clone(),
+            reason,
+        };
+        match std::fs::metadata(&self.host) {
+            Ok(meta) if meta.is_dir() => Ok(()),
+            Ok(_) => Err(error("not a directory".into())),
+            Err(e) => Err(error(e.to_string())),
+        }
+    }
+
+    fn check_guest_path(&self) -> Result<(), Error> {
+        let ok = self.guest.starts_with('/')
+            && !self.guest.split('/').any(|part| part == ".." || part == ".");
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::Mount {
+                host: self.host.clone(),
+                guest: self.guest.clone(),
+                reason: "the guest path must be absolute, without `.` or `..`".into(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_modes() {
+        assert_eq!(Mount::parse("/a:/b").unwrap(), Mount::read_only("/a", "/b"));
+        assert_eq!(Mount::parse("/a:/b:ro").unwrap(), Mount::read_only("/a", "/b"));
+        assert_eq!(Mount::parse("/a:/b:rw").unwrap(), Mount::read_write("/a", "/b"));
+        assert_eq!(Mount::parse("./src:/workspace").unwrap(), Mount::read_only("./src", "/workspace"));
+    }
+
+    #[test]
+    fn rejects_bad_specs() {
+        assert!(Mount::parse("/a").is_err());
+        assert!(Mount::parse(":/b").is_err());
+        assert!(Mount::parse("/a:relative").is_err());
+        assert!(Mount::parse("/a:/b/../c").is_err());
+    }
+
+    #[test]
+    fn validate_requires_a_directory() {
+        assert!(Mount::read_only("/definitely/not/here", "/x").validate().is_err());
+        assert!(Mount::read_only(env!("CARGO_MANIFEST_DIR"), "/x").validate().is_ok());
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+        assert!(Mount::read_only(file, "/x").validate().is_err());
+    }
+}

@@ -1,0 +1,358 @@
+//! The first-wins tool registry, and loading components into it.
+//!
+//! Threat model: a tools directory may hold a component written to hijack a
+//! well-known tool name (advisory GHSA-67q9-58vj-32qx shipped exactly this
+//! fix in another agent's registry). A name registered first keeps its owner
+//! for the registry's life: a later tool with the same name is not registered,
+//! is reported as shadowed, and is logged as a warning naming both
+//! components. Nothing replaces or removes a registered tool. Loading is
+//! equally defensive: a bad file (not wasm, a core module, a missing export,
+//! an unknown import, a trapping or looping `describe()`, an invalid
+//! descriptor) is skipped with a diagnostic, and the other files still load.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use jsonschema::Validator;
+
+use crate::component::Component;
+use crate::engine::Runtime;
+use crate::sandbox::{self, Invocation, Observer, Returned};
+use crate::schema::{self, CheckedTool};
+use crate::{Descriptor, Error, LimitOverrides, Limits, LoadError, Mount, Source};
+
+/// The tools of every loaded component, by name. Load with `&mut self`, then
+/// share it (for example in an `Arc`) and call from any number of tasks:
+/// `Registry` is `Send + Sync`, and each call runs in its own sandbox.
+pub struct Registry {
+    runtime: Runtime,
+    policy: Policy,
+    tools: Vec<Entry>,
+    by_name: HashMap<String, usize>,
+}
+
+/// A registered tool: its descriptor and where it came from.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ToolInfo {
+    /// What the tool declares.
+    #[serde(flatten)]
+    pub descriptor: Descriptor,
+    /// The component that provides it (its file stem, or the name it was
+    /// loaded under).
+    pub component: String,
+    /// Where the component came from.
+    pub source: Source,
+    /// BLAKE3 hash of the component's bytes, hex.
+    #[serde(skip)]
+    pub component_hash: String,
+}
+
+pub(crate) struct Entry {
+    pub info: ToolInfo,
+    pub component: Arc<Component>,
+    pub input: Validator,
+    pub output: Option<Validator>,
+}
+
+/// What loading one component did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileReport {
+    /// The component's name (the file stem).
+    pub component: String,
+    /// Where it came from.
+    pub source: Source,
+    /// Tools registered under this component, in its `describe()` order.
+    pub registered: Vec<String>,
+    /// Tools not registered because an earlier component owns the name.
+    pub shadowed: Vec<Shadowed>,
+    /// Why the whole component was skipped, if it was.
+    #[serde(serialize_with = "serialize_error")]
+    pub error: Option<LoadError>,
+}
+
+impl FileReport {
+    /// Whether the component loaded (even if some of its names were shadowed).
+    pub fn is_ok(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
+fn serialize_error<S: serde::Serializer>(error: &Option<LoadError>, s: S) -> Result<S::Ok, S::Error> {
+    match error {
+        Some(error) => s.collect_str(error),
+        None => s.serialize_none(),
+    }
+}
+
+/// A tool name that was already taken.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Shadowed {
+    /// The name.
+    pub tool: String,
+    /// The component that owns it.
+    pub owner: String,
+}
+
+/// What the operator grants: default limits and mounts, and per-component
+/// overrides.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Policy {
+    pub limits: Limits,
+    pub mounts: Vec<Mount>,
+    pub components: HashMap<String, ComponentPolicy>,
+}
+
+/// What one component gets on top of the defaults.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ComponentPolicy {
+    pub limits: LimitOverrides,
+    pub mounts: Vec<Mount>,
+}
+
+impl Policy {
+    fn limits_for(&self, component: &str) -> Limits {
+        match self.components.get(component) {
+            Some(policy) => policy.limits.apply(self.limits),
+            None => self.limits,
+        }
+    }
+
+    /// The default mounts, with the component's own ones added; a component
+    /// mount at the same guest path replaces the default one.
+    fn mounts_for(&self, component: &str) -> Vec<Mount> {
+        let extra = self.components.get(component).map(|p| p.mounts.as_slice()).unwrap_or_default();
+        self.mounts
+            .iter()
+            .filter(|m| !extra.iter().any(|e| e.guest() == m.guest()))
+            .chain(extra)
+            .cloned()
+            .collect()
+    }
+}
+
+/// Builds a [`Registry`]. Everything is denied until granted:
+///
+/// - limits: [`Limits::default()`] for every component (fuel 10 billion,
+///   timeout 30 s, memory 256 MiB, output 1 MiB, logs 64 KiB per stream,
+///   stack 1 MiB);
+/// - mounts: none, so tools see no filesystem;
+/// - environment, arguments, stdin, network: none, and not configurable per
+///   tool.
+#[derive(Debug, Default)]
+pub struct RegistryBuilder {
+    policy: Policy,
+    runtime: Option<Runtime>,
+}
+
+impl RegistryBuilder {
+    /// Limits for every component. Default: [`Limits::default()`].
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.policy.limits = limits;
+        self
+    }
+
+    /// Lends a directory to every component. Default: no mounts.
+    pub fn mount(mut self, mount: Mount) -> Self {
+        self.policy.mounts.push(mount);
+        self
+    }
+
+    /// Overrides some limits for the component named `component` (a file
+    /// stem). Default: none.
+    pub fn component_limits(mut self, component: impl Into<String>, limits: LimitOverrides) -> Self {
+        let policy = self.policy.components.entry(component.into()).or_default();
+        policy.limits = policy.limits.then(&limits);
+        self
+    }
+
+    /// Lends a directory to the component named `component` only, in
+    /// addition to the shared mounts (replacing a shared mount at the same
+    /// guest path). Default: none.
+    pub fn component_mount(mut self, component: impl Into<String>, mount: Mount) -> Self {
+        self.policy.components.entry(component.into()).or_default().mounts.push(mount);
+        self
+    }
+
+    /// Compiles and runs components on `runtime`, sharing its engines and
+    /// compiled-component cache. Default: a runtime of the registry's own.
+    pub fn runtime(mut self, runtime: &Runtime) -> Self {
+        self.runtime = Some(runtime.clone());
+        self
+    }
+
+    /// Checks every mount and starts the engine.
+    pub fn build(self) -> Result<Registry, Error> {
+        let policy = self.policy;
+        let mounts = policy.mounts.iter().chain(policy.components.values().flat_map(|c| &c.mounts));
+        for mount in mounts {
+            mount.validate()?;
+        }
+        let runtime = match self.runtime {
+            Some(runtime) => runtime,
+            None => Runtime::new()?,
+        };
+        Ok(Registry {
+            runtime,
+            policy,
+            tools: Vec::new(),
+            by_name: HashMap::new(),
+        })
+    }
+}
+
+impl Registry {
+    /// A builder that grants nothing: see [`RegistryBuilder`].
+    pub fn builder() -> RegistryBuilder {
+        RegistryBuilder::default()
+    }
+
+    /// Every registered tool, in registration order.
+    pub fn tools(&self) -> impl ExactSizeIterator<Item = &ToolInfo> {
+        self.tools.iter().map(|entry| &entry.info)
+    }
+
+    /// The tool called `name`.
+    pub fn tool(&self, name: &str) -> Option<&ToolInfo> {
+        self.entry(name).map(|entry| &entry.info)
+    }
+
+    pub(crate) fn entry(&self, name: &str) -> Option<&Entry> {
+        self.by_name.get(name).map(|&index| &self.tools[index])
+    }
+
+    /// Loads the component in `bytes` under the name `component`.
+    pub async fn load_bytes(&mut self, component: &str, bytes: impl Into<Vec<u8>>) -> FileReport {
+        self.load(component.to_string(), Source::Bytes, Ok(bytes.into())).await
+    }
+
+    /// Loads the component file at `path`; its name is the file stem.
+    pub async fn load_file(&mut self, path: impl AsRef<Path>) -> FileReport {
+        let path = path.as_ref();
+        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let bytes = tokio::fs::read(path).await.map_err(|e| LoadError::Io(e.to_string()));
+        self.load(name, Source::File(path.to_path_buf()), bytes).await
+    }
+
+    /// Loads every `*.wasm` file of `dir`, in sorted file-name order. Only an
+    /// unreadable directory is an `Err`; a bad file is reported and skipped.
+    pub async fn load_dir(&mut self, dir: impl AsRef<Path>) -> Result<Vec<FileReport>, Error> {
+        let dir = dir.as_ref();
+        let read_error = |source| Error::ToolsDir { path: dir.to_path_buf(), source };
+        let mut files: Vec<PathBuf> = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(read_error)? {
+            let path = entry.map_err(read_error)?.path();
+            if path.extension().is_some_and(|ext| ext == "wasm") && !path.is_dir() {
+                files.push(path);
+            }
+        }
+        files.sort();
+        let mut reports = Vec::with_capacity(files.len());
+        for file in files {
+            reports.push(self.load_file(file).await);
+        }
+        Ok(reports)
+    }
+
+    async fn load(&mut self, name: String, source: Source, bytes: Result<Vec<u8>, LoadError>) -> FileReport {
+        let mut report = FileReport {
+            component: name.clone(),
+            source: source.clone(),
+            registered: Vec::new(),
+            shadowed: Vec::new(),
+            error: None,
+        };
+        match self.prepare(name, source, bytes).await {
+            Ok((component, tools)) => self.register(component, tools, &mut report),
+            Err(error) => {
+                tracing::warn!(component = %report.component, source = %report.source, "skipped: {error}");
+                report.error = Some(error);
+            }
+        }
+        report
+    }
+
+    /// Compiles the component and checks what its `describe()` returns.
+    async fn prepare(
+        &self,
+        name: String,
+        source: Source,
+        bytes: Result<Vec<u8>, LoadError>,
+    ) -> Result<(Arc<Component>, Vec<CheckedTool>), LoadError> {
+        let bytes = bytes?;
+        let limits = self.policy.limits_for(&name);
+        let hash = blake3::hash(&bytes).to_hex().to_string();
+        let pre = self.runtime.compile(&hash, bytes, limits.stack_bytes).await?;
+
+        // describe() runs with the component's limits and no filesystem.
+        let ran = sandbox::run(&pre, &limits, &[], Invocation::Describe, Observer { events: None }, None).await;
+        let descriptors = match ran.result {
+            Ok(Returned::Descriptors(descriptors)) => descriptors,
+            Ok(Returned::Outcome(_)) => unreachable!("describe returns descriptors"),
+            Err(stopped) => {
+                return Err(LoadError::Describe {
+                    kind: stopped.kind,
+                    message: with_stderr(stopped.message, &ran.logs.stderr),
+                });
+            }
+        };
+        if descriptors.is_empty() {
+            return Err(LoadError::NoTools);
+        }
+        let mut tools: Vec<CheckedTool> = Vec::with_capacity(descriptors.len());
+        for wit in descriptors {
+            let tool = wit.name.clone();
+            if tools.iter().any(|t| t.descriptor.name == tool) {
+                return Err(LoadError::InvalidDescriptor { tool, reason: "declared twice by this component".into() });
+            }
+            let checked = schema::check_descriptor(wit).map_err(|reason| LoadError::InvalidDescriptor { tool, reason })?;
+            tools.push(checked);
+        }
+        let mounts = self.policy.mounts_for(&name);
+        Ok((Arc::new(Component { name, source, hash, pre, limits, mounts }), tools))
+    }
+
+    /// Registers the tools whose names are free; first wins.
+    fn register(&mut self, component: Arc<Component>, tools: Vec<CheckedTool>, report: &mut FileReport) {
+        for tool in tools {
+            let name = tool.descriptor.name.clone();
+            if let Some(owner) = self.entry(&name).map(|e| e.info.component.clone()) {
+                tracing::warn!(
+                    tool = %name,
+                    owner = %owner,
+                    skipped = %component.name,
+                    source = %component.source,
+                    "tool name already registered by `{owner}`; the later definition from `{}` is ignored (first wins)",
+                    component.name
+                );
+                report.shadowed.push(Shadowed { tool: name, owner });
+                continue;
+            }
+            self.by_name.insert(name.clone(), self.tools.len());
+            self.tools.push(Entry {
+                info: ToolInfo {
+                    descriptor: tool.descriptor,
+                    component: component.name.clone(),
+                    source: component.source.clone(),
+                    component_hash: component.hash.clone(),
+                },
+                component: component.clone(),
+                input: tool.input,
+                output: tool.output,
+            });
+            report.registered.push(name);
+        }
+    }
+}
+
+/// `message`, followed by the last lines the guest wrote to stderr (where a
+/// Rust panic message lands), if any.
+pub(crate) fn with_stderr(message: String, stderr: &str) -> String {
+    const TAIL_LINES: usize = 10;
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return message;
+    }
+    let tail = &lines[lines.len().saturating_sub(TAIL_LINES)..];
+    format!("{message}\nThe tool's last words (stderr):\n{}", tail.join("\n"))
+}

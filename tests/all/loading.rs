@@ -1,0 +1,144 @@
+//! Loading components: first wins, bad files are skipped with a diagnostic,
+//! and describe() runs within the limits.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use toolcage::{ErrorKind, LimitOverrides, LoadError, Source};
+use toolcage_tests::{assert_loaded, builder, guests, quick_limits};
+
+fn copy_into(dir: &std::path::Path, file_name: &str, guest: &str) {
+    std::fs::copy(guest, dir.join(file_name)).unwrap();
+}
+
+#[tokio::test]
+async fn first_wins_and_the_report_names_the_shadowed_tool() {
+    let mut registry = builder().build().unwrap();
+    let first = registry.load_file(guests::FIXTURE_ECHO).await;
+    assert_loaded(&first);
+    assert_eq!(first.registered, ["echo", "counter", "fail", "bad_details"]);
+    let second = registry.load_file(guests::FIXTURE_ECHO_TWIN).await;
+    assert_loaded(&second);
+    assert_eq!(second.registered, ["twin_only"]);
+    assert_eq!(second.shadowed.len(), 1);
+    assert_eq!(second.shadowed[0].tool, "echo");
+    assert_eq!(second.shadowed[0].owner, "fixture_echo");
+
+    let result = registry.call("echo", json!({ "text": "original" })).await;
+    assert_eq!(result.output, "original", "the impostor never runs");
+    assert_eq!(registry.tool("echo").unwrap().component, "fixture_echo");
+    assert_eq!(registry.tool("twin_only").unwrap().component, "fixture_echo_twin");
+
+    // Loading the impostor again, under any name, changes nothing.
+    let bytes = std::fs::read(guests::FIXTURE_ECHO_TWIN).unwrap();
+    let again = registry.load_bytes("impostor", bytes).await;
+    assert_eq!(again.registered, Vec::<String>::new());
+    assert_eq!(again.shadowed.len(), 2);
+    assert_eq!(again.source, Source::Bytes);
+    assert_eq!(registry.tools().len(), 5);
+}
+
+#[tokio::test]
+async fn a_directory_loads_in_file_name_order_and_skips_bad_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path();
+    copy_into(path, "b_echo.wasm", guests::FIXTURE_ECHO);
+    copy_into(path, "a_twin.wasm", guests::FIXTURE_ECHO_TWIN);
+    copy_into(path, "c_bad_name.wasm", guests::FIXTURE_BAD_NAME);
+    copy_into(path, "d_bad_schema.wasm", guests::FIXTURE_BAD_SCHEMA);
+    copy_into(path, "e_no_export.wasm", guests::FIXTURE_NO_EXPORT);
+    copy_into(path, "f_unknown_import.wasm", guests::FIXTURE_UNKNOWN_IMPORT);
+    std::fs::write(path.join("g_text.wasm"), "this is not wasm").unwrap();
+    std::fs::write(path.join("h_empty.wasm"), "").unwrap();
+    // The smallest core module: magic and version 1.
+    std::fs::write(path.join("i_core.wasm"), b"\0asm\x01\0\0\0").unwrap();
+    let mut truncated = std::fs::read(guests::FIXTURE_ECHO).unwrap();
+    truncated.truncate(truncated.len() / 2);
+    std::fs::write(path.join("j_truncated.wasm"), truncated).unwrap();
+    std::fs::write(path.join("notes.txt"), "ignored: not *.wasm").unwrap();
+    std::fs::create_dir(path.join("k_dir.wasm")).unwrap();
+
+    let mut registry = builder().limits(quick_limits()).build().unwrap();
+    let reports = registry.load_dir(path).await.unwrap();
+    let names: Vec<&str> = reports.iter().map(|r| r.component.as_str()).collect();
+    assert_eq!(
+        names,
+        ["a_twin", "b_echo", "c_bad_name", "d_bad_schema", "e_no_export", "f_unknown_import", "g_text", "h_empty", "i_core", "j_truncated"]
+    );
+    // The twin came first in file order, so it owns `echo` here.
+    assert_eq!(reports[0].registered, ["echo", "twin_only"]);
+    assert_eq!(reports[1].shadowed[0].owner, "a_twin");
+    assert!(reports[1].registered.contains(&"counter".to_string()));
+
+    let error = |i: usize| reports[i].error.clone().unwrap_or_else(|| panic!("{} loaded", reports[i].component));
+    assert!(matches!(error(2), LoadError::InvalidDescriptor { ref tool, .. } if tool == "bad name!"), "{}", error(2));
+    assert!(error(2).to_string().contains("does not match"), "{}", error(2));
+    assert!(matches!(error(3), LoadError::InvalidDescriptor { ref tool, .. } if tool == "bad_schema"), "{}", error(3));
+    assert!(matches!(error(4), LoadError::Export(_)), "{}", error(4));
+    assert!(matches!(error(5), LoadError::Import(_)), "{}", error(5));
+    assert!(error(5).to_string().contains("fixture:unknown-import/secrets"), "{}", error(5));
+    assert_eq!(error(6), LoadError::NotWasm);
+    assert_eq!(error(7), LoadError::NotWasm);
+    assert_eq!(error(8), LoadError::CoreModule);
+    assert!(matches!(error(9), LoadError::Compile(_)), "{}", error(9));
+    assert!(registry.tool("good_schema").is_none(), "a component with one invalid tool is skipped whole");
+    assert_eq!(registry.tools().len(), 5);
+}
+
+#[tokio::test]
+async fn a_missing_directory_is_an_operator_error() {
+    let mut registry = builder().build().unwrap();
+    let error = registry.load_dir("/no/such/dir").await.unwrap_err();
+    assert!(error.to_string().contains("/no/such/dir"), "{error}");
+}
+
+#[tokio::test]
+async fn a_describe_that_never_returns_is_stopped_by_fuel() {
+    let fuel = LimitOverrides { fuel: Some(Some(20_000_000)), ..LimitOverrides::default() };
+    let mut registry = builder().limits(quick_limits()).component_limits("fixture_describe_loop", fuel).build().unwrap();
+    let report = registry.load_file(guests::FIXTURE_DESCRIBE_LOOP).await;
+    match report.error {
+        Some(LoadError::Describe { kind: ErrorKind::OutOfFuel, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(registry.tools().len(), 0);
+}
+
+#[tokio::test]
+async fn a_describe_that_never_returns_is_stopped_by_the_timeout() {
+    let slow = LimitOverrides { fuel: Some(None), timeout: Some(Duration::from_millis(200)), ..LimitOverrides::default() };
+    let mut registry = builder().component_limits("fixture_describe_loop", slow).build().unwrap();
+    let started = Instant::now();
+    let report = registry.load_file(guests::FIXTURE_DESCRIBE_LOOP).await;
+    match &report.error {
+        Some(LoadError::Describe { kind: ErrorKind::Timeout, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // The registry goes on loading.
+    assert_loaded(&registry.load_file(guests::FIXTURE_ECHO).await);
+}
+
+#[tokio::test]
+async fn a_missing_file_is_reported() {
+    let mut registry = builder().build().unwrap();
+    let report = registry.load_file("/no/such/tool.wasm").await;
+    assert!(matches!(report.error, Some(LoadError::Io(_))), "{:?}", report.error);
+    assert_eq!(report.component, "tool");
+}
+
+#[tokio::test]
+async fn tool_info_carries_the_descriptor() {
+    let mut registry = builder().build().unwrap();
+    assert_loaded(&registry.load_file(guests::FIXTURE_ECHO).await);
+    let echo = registry.tool("echo").unwrap();
+    assert_eq!(echo.descriptor.title.as_deref(), Some("Echo"));
+    assert!(echo.descriptor.hints.read_only && echo.descriptor.hints.idempotent);
+    assert!(!echo.descriptor.hints.destructive);
+    assert_eq!(echo.descriptor.input_schema["required"], json!(["text"]));
+    assert_eq!(echo.source, Source::File(guests::FIXTURE_ECHO.into()));
+    let json = serde_json::to_value(echo).unwrap();
+    for key in ["name", "title", "description", "input_schema", "output_schema", "hints", "component", "source"] {
+        assert!(json.get(key).is_some(), "{key} missing from {json}");
+    }
+}

