@@ -89,6 +89,8 @@ pub enum ErrorKind {
     Trap,
     /// The call was cancelled by its caller.
     Cancelled,
+    /// The operator's permission rules refused the call.
+    PermissionDenied,
 }
 
 impl ErrorKind {
@@ -104,6 +106,7 @@ impl ErrorKind {
             ErrorKind::OutputLimit => "output_limit",
             ErrorKind::Trap => "trap",
             ErrorKind::Cancelled => "cancelled",
+            ErrorKind::PermissionDenied => "permission_denied",
         }
     }
 }
