@@ -8,5 +8,7 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub(crate) use exports::toolcage::tool::tool::{Descriptor as WitDescriptor, Hints as WitHints, Outcome as WitOutcome};
+pub(crate) use exports::toolcage::tool::tool::{
+    Descriptor as WitDescriptor, Hints as WitHints, Outcome as WitOutcome,
+};
 pub(crate) use toolcage::tool::host::Level;

@@ -226,14 +226,23 @@ fn next_call_id() -> String {
 impl Registry {
     /// Calls tool `name` with `arguments` and default options.
     pub async fn call(&self, name: &str, arguments: impl Into<Arguments>) -> CallResult {
-        self.call_with(name, arguments, CallOptions::default()).await
+        self.call_with(name, arguments, CallOptions::default())
+            .await
     }
 
     /// Calls tool `name` with `arguments`: looks the tool up, parses and
     /// validates the arguments, then runs it in a fresh sandbox.
-    pub async fn call_with(&self, name: &str, arguments: impl Into<Arguments>, options: CallOptions) -> CallResult {
+    pub async fn call_with(
+        &self,
+        name: &str,
+        arguments: impl Into<Arguments>,
+        options: CallOptions,
+    ) -> CallResult {
         let call_id = options.call_id.clone().unwrap_or_else(next_call_id);
-        let component = self.entry(name).map(|e| e.component.name.as_str()).unwrap_or("");
+        let component = self
+            .entry(name)
+            .map(|e| e.component.name.as_str())
+            .unwrap_or("");
         let span = tracing::info_span!(
             "call",
             tool = %name,
@@ -249,18 +258,30 @@ impl Registry {
             .await;
         span.record("duration_ms", result.duration.as_millis() as u64);
         span.record("fuel_used", result.fuel_used);
-        span.record("error_kind", result.error_kind.map_or("none", ErrorKind::as_str));
+        span.record(
+            "error_kind",
+            result.error_kind.map_or("none", ErrorKind::as_str),
+        );
         span.in_scope(|| tracing::debug!(is_error = result.is_error, "call finished"));
         result
     }
 
-    async fn call_in_span(&self, name: &str, arguments: Arguments, call_id: String, options: CallOptions) -> CallResult {
+    async fn call_in_span(
+        &self,
+        name: &str,
+        arguments: Arguments,
+        call_id: String,
+        options: CallOptions,
+    ) -> CallResult {
         let Some(entry) = self.entry(name) else {
             let available: Vec<&str> = self.tools().map(|t| t.descriptor.name.as_str()).collect();
             let output = if available.is_empty() {
                 format!("There is no tool named `{name}`, and no tools are available.")
             } else {
-                format!("There is no tool named `{name}`. Available tools: {}.", available.join(", "))
+                format!(
+                    "There is no tool named `{name}`. Available tools: {}.",
+                    available.join(", ")
+                )
             };
             return CallResult::error(name, call_id, ErrorKind::NotFound, output);
         };
@@ -281,20 +302,29 @@ impl Registry {
                 "The arguments for `{name}` do not match its input schema:\n{errors}\nFix these and call `{name}` again."
             );
             let mut result = CallResult::error(name, call_id, ErrorKind::InvalidArguments, output);
-            result.details = Some(serde_json::json!({ "input_schema": entry.info.descriptor.input_schema }));
+            result.details =
+                Some(serde_json::json!({ "input_schema": entry.info.descriptor.input_schema }));
             return result;
         }
         self.run(entry, arguments, call_id, options).await
     }
 
-    async fn run(&self, entry: &Entry, arguments: Value, call_id: String, options: CallOptions) -> CallResult {
+    async fn run(
+        &self,
+        entry: &Entry,
+        arguments: Value,
+        call_id: String,
+        options: CallOptions,
+    ) -> CallResult {
         let component = &entry.component;
         let name = entry.info.descriptor.name.as_str();
         let invocation = Invocation::Call {
             tool: name.to_string(),
             arguments: arguments.to_string(),
         };
-        let observer = Observer { events: options.events };
+        let observer = Observer {
+            events: options.events,
+        };
         let ran = sandbox::run(
             &component.pre,
             &component.limits,
@@ -321,7 +351,13 @@ impl Registry {
                         human_bytes(limit)
                     );
                 } else {
-                    self.accept_outcome(entry, is_error, outcome.output, outcome.details, &mut result);
+                    self.accept_outcome(
+                        entry,
+                        is_error,
+                        outcome.output,
+                        outcome.details,
+                        &mut result,
+                    );
                 }
             }
             Ok(Returned::Descriptors(_)) => unreachable!("call returns an outcome"),
@@ -350,7 +386,9 @@ impl Registry {
             None => None,
             Some(Ok(value)) => Some(value),
             Some(Err(e)) => {
-                result.output = format!("The tool returned details that are not valid JSON ({e}); this is a bug in the tool.");
+                result.output = format!(
+                    "The tool returned details that are not valid JSON ({e}); this is a bug in the tool."
+                );
                 return;
             }
         };

@@ -98,7 +98,10 @@ pub(crate) struct Component {
 }
 
 /// Compiles and links `bytes`. CPU-heavy: call it on a blocking thread.
-pub(crate) fn compile(engine: &EngineHandle, bytes: &[u8]) -> Result<ToolsetPre<CallState>, LoadError> {
+pub(crate) fn compile(
+    engine: &EngineHandle,
+    bytes: &[u8],
+) -> Result<ToolsetPre<CallState>, LoadError> {
     match bytes.get(..8) {
         Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => return Err(LoadError::CoreModule),
         Some([0, b'a', b's', b'm', ..]) => {}

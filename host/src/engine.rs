@@ -46,16 +46,32 @@ impl Runtime {
     /// Compiles and links `bytes` (whose BLAKE3 hash is `hash`) for
     /// components limited to `stack_bytes` of stack, or returns the cached
     /// result.
-    pub(crate) async fn compile(&self, hash: &str, bytes: Vec<u8>, stack_bytes: usize) -> Result<ToolsetPre<CallState>, LoadError> {
+    pub(crate) async fn compile(
+        &self,
+        hash: &str,
+        bytes: Vec<u8>,
+        stack_bytes: usize,
+    ) -> Result<ToolsetPre<CallState>, LoadError> {
         let key = (hash.to_string(), stack_bytes);
-        if let Some(pre) = self.compiled.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        if let Some(pre) = self
+            .compiled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
             return Ok(pre.clone());
         }
-        let engine = self.engines.get(stack_bytes).map_err(|e| LoadError::Compile(e.to_string()))?;
+        let engine = self
+            .engines
+            .get(stack_bytes)
+            .map_err(|e| LoadError::Compile(e.to_string()))?;
         let pre = tokio::task::spawn_blocking(move || compile(&engine, &bytes))
             .await
             .map_err(|e| LoadError::Compile(format!("the compiler thread failed: {e}")))??;
-        self.compiled.lock().unwrap_or_else(|e| e.into_inner()).insert(key, pre.clone());
+        self.compiled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, pre.clone());
         Ok(pre)
     }
 }

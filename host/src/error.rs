@@ -129,7 +129,9 @@ pub enum LoadError {
     #[error("not a WebAssembly file (no `\\0asm` header)")]
     NotWasm,
     /// A core WebAssembly module, not a component.
-    #[error("a core WebAssembly module, not a component: build it for wasm32-wasip2, or wrap it with `wasm-tools component new`")]
+    #[error(
+        "a core WebAssembly module, not a component: build it for wasm32-wasip2, or wrap it with `wasm-tools component new`"
+    )]
     CoreModule,
     /// The component failed to compile.
     #[error("invalid component: {0}")]

@@ -37,8 +37,11 @@
 //! panic or an `Err`.
 
 mod bindings;
+#[cfg(feature = "bundled-tools")]
+mod bundled;
 mod call;
 mod component;
+mod config;
 mod engine;
 mod error;
 mod limits;
@@ -49,6 +52,7 @@ mod schema;
 
 pub use call::{Arguments, CallOptions, CallResult, CancelToken, GuestEvent, LogLevel, Logs};
 pub use component::{Descriptor, Hints, Source};
+pub use config::{CONFIG_FILE_NAME, ComponentConfig, Config};
 pub use engine::Runtime;
 pub use error::{Error, ErrorKind, LoadError};
 pub use limits::{LimitOverrides, Limits};

@@ -127,8 +127,15 @@ mod tests {
 
     #[test]
     fn later_overrides_win() {
-        let first = LimitOverrides { memory_bytes: Some(1), output_bytes: Some(2), ..Default::default() };
-        let second = LimitOverrides { memory_bytes: Some(3), ..Default::default() };
+        let first = LimitOverrides {
+            memory_bytes: Some(1),
+            output_bytes: Some(2),
+            ..Default::default()
+        };
+        let second = LimitOverrides {
+            memory_bytes: Some(3),
+            ..Default::default()
+        };
         let merged = first.then(&second);
         assert_eq!(merged.memory_bytes, Some(3));
         assert_eq!(merged.output_bytes, Some(2));

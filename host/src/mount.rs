@@ -101,7 +101,10 @@ impl Mount {
 
     fn check_guest_path(&self) -> Result<(), Error> {
         let ok = self.guest.starts_with('/')
-            && !self.guest.split('/').any(|part| part == ".." || part == ".");
+            && !self
+                .guest
+                .split('/')
+                .any(|part| part == ".." || part == ".");
         if ok {
             Ok(())
         } else {
@@ -121,9 +124,18 @@ mod tests {
     #[test]
     fn parses_modes() {
         assert_eq!(Mount::parse("/a:/b").unwrap(), Mount::read_only("/a", "/b"));
-        assert_eq!(Mount::parse("/a:/b:ro").unwrap(), Mount::read_only("/a", "/b"));
-        assert_eq!(Mount::parse("/a:/b:rw").unwrap(), Mount::read_write("/a", "/b"));
-        assert_eq!(Mount::parse("./src:/workspace").unwrap(), Mount::read_only("./src", "/workspace"));
+        assert_eq!(
+            Mount::parse("/a:/b:ro").unwrap(),
+            Mount::read_only("/a", "/b")
+        );
+        assert_eq!(
+            Mount::parse("/a:/b:rw").unwrap(),
+            Mount::read_write("/a", "/b")
+        );
+        assert_eq!(
+            Mount::parse("./src:/workspace").unwrap(),
+            Mount::read_only("./src", "/workspace")
+        );
     }
 
     #[test]
@@ -136,8 +148,16 @@ mod tests {
 
     #[test]
     fn validate_requires_a_directory() {
-        assert!(Mount::read_only("/definitely/not/here", "/x").validate().is_err());
-        assert!(Mount::read_only(env!("CARGO_MANIFEST_DIR"), "/x").validate().is_ok());
+        assert!(
+            Mount::read_only("/definitely/not/here", "/x")
+                .validate()
+                .is_err()
+        );
+        assert!(
+            Mount::read_only(env!("CARGO_MANIFEST_DIR"), "/x")
+                .validate()
+                .is_ok()
+        );
         let file = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
         assert!(Mount::read_only(file, "/x").validate().is_err());
     }

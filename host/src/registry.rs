@@ -78,7 +78,10 @@ impl FileReport {
     }
 }
 
-fn serialize_error<S: serde::Serializer>(error: &Option<LoadError>, s: S) -> Result<S::Ok, S::Error> {
+fn serialize_error<S: serde::Serializer>(
+    error: &Option<LoadError>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     match error {
         Some(error) => s.collect_str(error),
         None => s.serialize_none(),
@@ -121,7 +124,11 @@ impl Policy {
     /// The default mounts, with the component's own ones added; a component
     /// mount at the same guest path replaces the default one.
     fn mounts_for(&self, component: &str) -> Vec<Mount> {
-        let extra = self.components.get(component).map(|p| p.mounts.as_slice()).unwrap_or_default();
+        let extra = self
+            .components
+            .get(component)
+            .map(|p| p.mounts.as_slice())
+            .unwrap_or_default();
         self.mounts
             .iter()
             .filter(|m| !extra.iter().any(|e| e.guest() == m.guest()))
@@ -160,7 +167,11 @@ impl RegistryBuilder {
 
     /// Overrides some limits for the component named `component` (a file
     /// stem). Default: none.
-    pub fn component_limits(mut self, component: impl Into<String>, limits: LimitOverrides) -> Self {
+    pub fn component_limits(
+        mut self,
+        component: impl Into<String>,
+        limits: LimitOverrides,
+    ) -> Self {
         let policy = self.policy.components.entry(component.into()).or_default();
         policy.limits = policy.limits.then(&limits);
         self
@@ -170,7 +181,12 @@ impl RegistryBuilder {
     /// addition to the shared mounts (replacing a shared mount at the same
     /// guest path). Default: none.
     pub fn component_mount(mut self, component: impl Into<String>, mount: Mount) -> Self {
-        self.policy.components.entry(component.into()).or_default().mounts.push(mount);
+        self.policy
+            .components
+            .entry(component.into())
+            .or_default()
+            .mounts
+            .push(mount);
         self
     }
 
@@ -184,7 +200,10 @@ impl RegistryBuilder {
     /// Checks every mount and starts the engine.
     pub fn build(self) -> Result<Registry, Error> {
         let policy = self.policy;
-        let mounts = policy.mounts.iter().chain(policy.components.values().flat_map(|c| &c.mounts));
+        let mounts = policy
+            .mounts
+            .iter()
+            .chain(policy.components.values().flat_map(|c| &c.mounts));
         for mount in mounts {
             mount.validate()?;
         }
@@ -223,22 +242,32 @@ impl Registry {
 
     /// Loads the component in `bytes` under the name `component`.
     pub async fn load_bytes(&mut self, component: &str, bytes: impl Into<Vec<u8>>) -> FileReport {
-        self.load(component.to_string(), Source::Bytes, Ok(bytes.into())).await
+        self.load_source(component.to_string(), Source::Bytes, Ok(bytes.into()))
+            .await
     }
 
     /// Loads the component file at `path`; its name is the file stem.
     pub async fn load_file(&mut self, path: impl AsRef<Path>) -> FileReport {
         let path = path.as_ref();
-        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let bytes = tokio::fs::read(path).await.map_err(|e| LoadError::Io(e.to_string()));
-        self.load(name, Source::File(path.to_path_buf()), bytes).await
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|e| LoadError::Io(e.to_string()));
+        self.load_source(name, Source::File(path.to_path_buf()), bytes)
+            .await
     }
 
     /// Loads every `*.wasm` file of `dir`, in sorted file-name order. Only an
     /// unreadable directory is an `Err`; a bad file is reported and skipped.
     pub async fn load_dir(&mut self, dir: impl AsRef<Path>) -> Result<Vec<FileReport>, Error> {
         let dir = dir.as_ref();
-        let read_error = |source| Error::ToolsDir { path: dir.to_path_buf(), source };
+        let read_error = |source| Error::ToolsDir {
+            path: dir.to_path_buf(),
+            source,
+        };
         let mut files: Vec<PathBuf> = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(read_error)? {
             let path = entry.map_err(read_error)?.path();
@@ -254,7 +283,12 @@ impl Registry {
         Ok(reports)
     }
 
-    async fn load(&mut self, name: String, source: Source, bytes: Result<Vec<u8>, LoadError>) -> FileReport {
+    pub(crate) async fn load_source(
+        &mut self,
+        name: String,
+        source: Source,
+        bytes: Result<Vec<u8>, LoadError>,
+    ) -> FileReport {
         let mut report = FileReport {
             component: name.clone(),
             source: source.clone(),
@@ -282,10 +316,21 @@ impl Registry {
         let bytes = bytes?;
         let limits = self.policy.limits_for(&name);
         let hash = blake3::hash(&bytes).to_hex().to_string();
-        let pre = self.runtime.compile(&hash, bytes, limits.stack_bytes).await?;
+        let pre = self
+            .runtime
+            .compile(&hash, bytes, limits.stack_bytes)
+            .await?;
 
         // describe() runs with the component's limits and no filesystem.
-        let ran = sandbox::run(&pre, &limits, &[], Invocation::Describe, Observer { events: None }, None).await;
+        let ran = sandbox::run(
+            &pre,
+            &limits,
+            &[],
+            Invocation::Describe,
+            Observer { events: None },
+            None,
+        )
+        .await;
         let descriptors = match ran.result {
             Ok(Returned::Descriptors(descriptors)) => descriptors,
             Ok(Returned::Outcome(_)) => unreachable!("describe returns descriptors"),
@@ -303,17 +348,36 @@ impl Registry {
         for wit in descriptors {
             let tool = wit.name.clone();
             if tools.iter().any(|t| t.descriptor.name == tool) {
-                return Err(LoadError::InvalidDescriptor { tool, reason: "declared twice by this component".into() });
+                return Err(LoadError::InvalidDescriptor {
+                    tool,
+                    reason: "declared twice by this component".into(),
+                });
             }
-            let checked = schema::check_descriptor(wit).map_err(|reason| LoadError::InvalidDescriptor { tool, reason })?;
+            let checked = schema::check_descriptor(wit)
+                .map_err(|reason| LoadError::InvalidDescriptor { tool, reason })?;
             tools.push(checked);
         }
         let mounts = self.policy.mounts_for(&name);
-        Ok((Arc::new(Component { name, source, hash, pre, limits, mounts }), tools))
+        Ok((
+            Arc::new(Component {
+                name,
+                source,
+                hash,
+                pre,
+                limits,
+                mounts,
+            }),
+            tools,
+        ))
     }
 
     /// Registers the tools whose names are free; first wins.
-    fn register(&mut self, component: Arc<Component>, tools: Vec<CheckedTool>, report: &mut FileReport) {
+    fn register(
+        &mut self,
+        component: Arc<Component>,
+        tools: Vec<CheckedTool>,
+        report: &mut FileReport,
+    ) {
         for tool in tools {
             let name = tool.descriptor.name.clone();
             if let Some(owner) = self.entry(&name).map(|e| e.info.component.clone()) {
@@ -354,5 +418,8 @@ pub(crate) fn with_stderr(message: String, stderr: &str) -> String {
         return message;
     }
     let tail = &lines[lines.len().saturating_sub(TAIL_LINES)..];
-    format!("{message}\nThe tool's last words (stderr):\n{}", tail.join("\n"))
+    format!(
+        "{message}\nThe tool's last words (stderr):\n{}",
+        tail.join("\n")
+    )
 }

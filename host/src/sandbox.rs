@@ -113,7 +113,9 @@ impl toolcage::tool::host::Host for CallState {
             return;
         }
         let message = truncate(message, MAX_EVENT_MESSAGE);
-        let fraction = fraction.filter(|f| f.is_finite()).map(|f| f.clamp(0.0, 1.0));
+        let fraction = fraction
+            .filter(|f| f.is_finite())
+            .map(|f| f.clamp(0.0, 1.0));
         tracing::debug!(target: "toolcage::guest", fraction, "progress: {message}");
         if let Some(events) = &self.observer.events {
             events(GuestEvent::Progress { message, fraction });
@@ -125,7 +127,9 @@ impl CallState {
     fn admit_event(&mut self) -> bool {
         self.guest_events += 1;
         if self.guest_events == MAX_GUEST_EVENTS + 1 {
-            tracing::warn!("the tool sent more than {MAX_GUEST_EVENTS} log lines or progress reports; dropping the rest");
+            tracing::warn!(
+                "the tool sent more than {MAX_GUEST_EVENTS} log lines or progress reports; dropping the rest"
+            );
         }
         self.guest_events <= MAX_GUEST_EVENTS
     }
@@ -139,13 +143,23 @@ struct MemoryLimiter {
 }
 
 impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         let allowed = desired <= self.max_bytes;
         self.hit |= !allowed;
         Ok(allowed)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         let allowed = desired <= MAX_TABLE_ELEMENTS;
         self.hit |= !allowed;
         Ok(allowed)
@@ -171,19 +185,32 @@ pub(crate) async fn run(
     let fuel_left = Arc::new(AtomicU64::new(fuel_budget));
 
     let guest = async {
-        let mut store = new_store(pre, limits, mounts, &stdout, &stderr, observer, fuel_left.clone())
-            .map_err(|e| Stopped {
-                kind: ErrorKind::Trap,
-                message: format!("The sandbox could not be set up ({e:#}); a mounted directory may have gone away."),
-            })?;
+        let mut store = new_store(
+            pre,
+            limits,
+            mounts,
+            &stdout,
+            &stderr,
+            observer,
+            fuel_left.clone(),
+        )
+        .map_err(|e| Stopped {
+            kind: ErrorKind::Trap,
+            message: format!(
+                "The sandbox could not be set up ({e:#}); a mounted directory may have gone away."
+            ),
+        })?;
         let returned = async {
             let toolset = pre.instantiate_async(&mut store).await?;
             let tool = toolset.toolcage_tool_tool();
             Ok(match &invocation {
-                Invocation::Describe => Returned::Descriptors(tool.call_describe(&mut store).await?),
-                Invocation::Call { tool: name, arguments } => {
-                    Returned::Outcome(tool.call_call(&mut store, name, arguments).await?)
+                Invocation::Describe => {
+                    Returned::Descriptors(tool.call_describe(&mut store).await?)
                 }
+                Invocation::Call {
+                    tool: name,
+                    arguments,
+                } => Returned::Outcome(tool.call_call(&mut store, name, arguments).await?),
             })
         }
         .await;
@@ -241,7 +268,11 @@ fn new_store(
         .allow_udp(false)
         .allow_ip_name_lookup(false);
     for mount in mounts {
-        let perms = if mount.is_writable() { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
+        let perms = if mount.is_writable() {
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        };
         wasi.preopened_dir(mount.host(), mount.guest(), perms)?;
     }
     let state = CallState {
@@ -290,7 +321,11 @@ fn classify(error: wasmtime::Error, memory_limit_hit: bool, limits: &Limits) -> 
     let reason = match trap {
         Some(Trap::StackOverflow) => "it overflowed its stack (too deep a recursion)".to_string(),
         Some(trap) => trap.to_string(),
-        None => format!("{error:#}").lines().next().unwrap_or("unknown error").to_string(),
+        None => format!("{error:#}")
+            .lines()
+            .next()
+            .unwrap_or("unknown error")
+            .to_string(),
     };
     Stopped {
         kind: ErrorKind::Trap,
@@ -348,7 +383,11 @@ impl StdoutStream for CappedPipe {
 }
 
 impl tokio::io::AsyncWrite for CappedPipe {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         let mut captured = self.lock();
         let room = captured.capacity.saturating_sub(captured.bytes.len());
         let kept = buf.len().min(room);

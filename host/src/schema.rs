@@ -30,7 +30,9 @@ pub(crate) fn check_descriptor(wit: WitDescriptor) -> Result<CheckedTool, String
     check_name(&wit.name)?;
     let input_schema = parse_schema("input-schema", &wit.input_schema)?;
     if input_schema.get("type") != Some(&Value::String("object".into())) {
-        return Err(r#"input-schema must have "type": "object": tool arguments are a JSON object"#.into());
+        return Err(
+            r#"input-schema must have "type": "object": tool arguments are a JSON object"#.into(),
+        );
     }
     let input = compile("input-schema", &input_schema)?;
     let (output_schema, output) = match &wit.output_schema {
@@ -62,7 +64,9 @@ fn check_name(name: &str) -> Result<(), String> {
     if (1..=MAX_NAME_LEN).contains(&name.len()) && valid_chars {
         Ok(())
     } else {
-        Err(format!("name {name:?} does not match ^[a-zA-Z0-9_-]{{1,{MAX_NAME_LEN}}}$"))
+        Err(format!(
+            "name {name:?} does not match ^[a-zA-Z0-9_-]{{1,{MAX_NAME_LEN}}}$"
+        ))
     }
 }
 
@@ -76,7 +80,13 @@ fn compile(which: &str, schema: &Value) -> Result<Validator, String> {
     jsonschema::meta::validator_for(schema)
         .map_err(|e| format!("{which} names an unknown meta-schema: {e}"))?
         .validate(schema)
-        .map_err(|e| format!("{which} is not a valid JSON Schema: {} (at {})", e, pointer(e.instance_path().as_str())))?;
+        .map_err(|e| {
+            format!(
+                "{which} is not a valid JSON Schema: {} (at {})",
+                e,
+                pointer(e.instance_path().as_str())
+            )
+        })?;
     jsonschema::options()
         .with_draft(Draft::Draft202012)
         .build(schema)
@@ -149,21 +159,38 @@ mod tests {
             ("not json", None, "not valid JSON"),
             (r#"{"type":"string"}"#, None, r#""type": "object""#),
             (r#"{"properties":{}}"#, None, r#""type": "object""#),
-            (r#"{"type":"object","properties":{"x":{"type":"nonsense"}}}"#, None, "not a valid JSON Schema"),
-            (r#"{"type":"object","minProperties":-1}"#, None, "not a valid JSON Schema"),
-            (OBJECT, Some(r#"{"type": 5}"#), "output-schema is not a valid JSON Schema"),
+            (
+                r#"{"type":"object","properties":{"x":{"type":"nonsense"}}}"#,
+                None,
+                "not a valid JSON Schema",
+            ),
+            (
+                r#"{"type":"object","minProperties":-1}"#,
+                None,
+                "not a valid JSON Schema",
+            ),
+            (
+                OBJECT,
+                Some(r#"{"type": 5}"#),
+                "output-schema is not a valid JSON Schema",
+            ),
             (OBJECT, Some("{"), "output-schema is not valid JSON"),
         ];
         for (input, output, expected) in cases {
-            let error = check_descriptor(descriptor("t", input, output)).err().unwrap();
+            let error = check_descriptor(descriptor("t", input, output))
+                .err()
+                .unwrap();
             assert!(error.contains(expected), "{input}: {error}");
         }
     }
 
     #[test]
     fn remote_refs_are_never_fetched() {
-        let schema = r#"{"type":"object","properties":{"x":{"$ref":"http://127.0.0.1:1/schema.json"}}}"#;
-        let error = check_descriptor(descriptor("t", schema, None)).err().unwrap();
+        let schema =
+            r#"{"type":"object","properties":{"x":{"$ref":"http://127.0.0.1:1/schema.json"}}}"#;
+        let error = check_descriptor(descriptor("t", schema, None))
+            .err()
+            .unwrap();
         assert!(error.contains("cannot be compiled"), "{error}");
     }
 
@@ -178,9 +205,18 @@ mod tests {
         let report = errors(&validator, &json!({ "a": "x", "b": 1 })).unwrap();
         let lines: Vec<&str> = report.lines().collect();
         assert_eq!(lines.len(), 3, "{report}");
-        assert!(lines.contains(&r#"- /a: "x" is not of type "integer""#), "{report}");
-        assert!(lines.contains(&r#"- /b: 1 is not of type "string""#), "{report}");
-        assert!(lines.contains(&r#"- /: "c" is a required property"#), "{report}");
+        assert!(
+            lines.contains(&r#"- /a: "x" is not of type "integer""#),
+            "{report}"
+        );
+        assert!(
+            lines.contains(&r#"- /b: 1 is not of type "string""#),
+            "{report}"
+        );
+        assert!(
+            lines.contains(&r#"- /: "c" is a required property"#),
+            "{report}"
+        );
         assert!(errors(&validator, &json!({ "a": 1, "b": "y", "c": 0 })).is_none());
     }
 }

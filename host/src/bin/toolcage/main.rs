@@ -1,1 +1,249 @@
-fn main() {}
+//! The `toolcage` command: flags → configuration → library calls → printing.
+//! Everything it does goes through the public `toolcage` API.
+
+mod args;
+mod print;
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use serde_json::Value;
+use toolcage::{CONFIG_FILE_NAME, Config, FileReport, LimitOverrides, Mount, Registry, Runtime};
+
+use args::{Cli, Command, GlobalArgs};
+
+/// Usage, configuration and load errors.
+const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.global.log_level.as_deref());
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("toolcage: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("toolcage: {error:#}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+fn init_logging(level: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(level) => EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("error")),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("error")),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let global = &cli.global;
+    let settings = Settings::new(global)?;
+    match &cli.command {
+        Command::Check { files } => check(&settings, files, global.json).await,
+        Command::List => {
+            let registry = settings.registry().await?;
+            print::list(&registry, global.json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Inspect { tool } => {
+            let registry = settings.registry().await?;
+            let Some(info) = registry.tool(tool) else {
+                bail!(
+                    "no tool named `{tool}`; available: {}",
+                    print::names(&registry)
+                );
+            };
+            print::inspect(info, global.json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Call { tool, args, pairs } => {
+            let arguments = call_arguments(args.as_deref(), pairs)?;
+            let registry = settings.registry().await?;
+            let result = registry.call(tool, arguments).await;
+            print::call_result(&result, global.json)?;
+            Ok(if result.is_error {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+    }
+}
+
+/// The configuration file with the command line layered over it.
+struct Settings {
+    config: Config,
+    limits: LimitOverrides,
+    mounts: Vec<Mount>,
+    tools: Vec<PathBuf>,
+    bundled: bool,
+}
+
+impl Settings {
+    fn new(global: &GlobalArgs) -> anyhow::Result<Self> {
+        let config = match &global.config {
+            Some(path) => Config::from_file(path)?,
+            None if std::path::Path::new(CONFIG_FILE_NAME).is_file() => {
+                Config::from_file(CONFIG_FILE_NAME)?
+            }
+            None => Config {
+                bundled: true,
+                ..Config::default()
+            },
+        };
+        let mounts = global
+            .mounts
+            .iter()
+            .map(|spec| Mount::parse(spec))
+            .collect::<Result<_, _>>()?;
+        let fuel = match global.fuel.as_deref() {
+            None => None,
+            Some("unlimited") => Some(None),
+            Some(n) => match n.parse::<u64>() {
+                Ok(units) if units > 0 => Some(Some(units)),
+                _ => bail!("--fuel: `{n}` is neither a positive number nor `unlimited`"),
+            },
+        };
+        let positive = |value: Option<u64>, flag: &str| match value {
+            Some(0) => bail!("{flag} must be greater than 0"),
+            other => Ok(other),
+        };
+        let limits = LimitOverrides {
+            fuel,
+            timeout: positive(global.timeout_ms, "--timeout-ms")?.map(Duration::from_millis),
+            memory_bytes: positive(global.memory_mib, "--memory-mib")?
+                .map(|mib| (mib as usize) << 20),
+            output_bytes: positive(global.output_kib, "--output-kib")?
+                .map(|kib| (kib as usize) << 10),
+            ..LimitOverrides::default()
+        };
+        let bundled = config.bundled && !global.no_bundled;
+        let tools = config.tools.iter().chain(&global.tools).cloned().collect();
+        Ok(Settings {
+            config,
+            limits,
+            mounts,
+            tools,
+            bundled,
+        })
+    }
+
+    fn builder(&self) -> toolcage::RegistryBuilder {
+        let mut builder = self.config.registry_builder(&self.limits);
+        for mount in &self.mounts {
+            builder = builder.mount(mount.clone());
+        }
+        builder
+    }
+
+    /// The registry: bundled tools first, then every tools directory in
+    /// order, with load diagnostics on stderr.
+    async fn registry(&self) -> anyhow::Result<Registry> {
+        let mut registry = self.builder().build()?;
+        if self.bundled {
+            print::diagnostics(&load_bundled(&mut registry).await);
+        }
+        for dir in &self.tools {
+            let reports = registry.load_dir(dir).await?;
+            print::diagnostics(&reports);
+        }
+        Ok(registry)
+    }
+}
+
+#[cfg(feature = "bundled-tools")]
+async fn load_bundled(registry: &mut Registry) -> Vec<FileReport> {
+    registry.load_bundled().await
+}
+
+#[cfg(not(feature = "bundled-tools"))]
+async fn load_bundled(_: &mut Registry) -> Vec<FileReport> {
+    Vec::new()
+}
+
+/// Loads each file into a registry of its own, so each is judged alone.
+async fn check(settings: &Settings, files: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
+    let runtime = Runtime::new()?;
+    let mut reports = Vec::with_capacity(files.len());
+    for file in files {
+        let mut registry = settings.builder().runtime(&runtime).build()?;
+        let report = registry.load_file(file).await;
+        let tools = registry.tools().cloned().collect::<Vec<_>>();
+        reports.push((report, tools));
+    }
+    print::check(&reports, json)?;
+    let failed = reports.iter().any(|(report, _)| !report.is_ok());
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The arguments of `call`: ARGS, stdin, or `--arg` pairs; `{}` when none.
+fn call_arguments(args: Option<&str>, pairs: &[String]) -> anyhow::Result<String> {
+    if !pairs.is_empty() {
+        let mut object = serde_json::Map::new();
+        for pair in pairs {
+            let Some((key, value)) = pair.split_once('=') else {
+                bail!("--arg `{pair}`: expected KEY=VALUE");
+            };
+            let value =
+                serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_string()));
+            object.insert(key.to_string(), value);
+        }
+        return Ok(Value::Object(object).to_string());
+    }
+    match args {
+        None => Ok("{}".to_string()),
+        Some("-") => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("reading the arguments from stdin")?;
+            Ok(text)
+        }
+        Some(text) => Ok(text.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_from_pairs() {
+        let pairs = [
+            "pattern=fn main".to_string(),
+            "max_results=3".into(),
+            "flag=true".into(),
+            "list=[1]".into(),
+        ];
+        let args: Value = serde_json::from_str(&call_arguments(None, &pairs).unwrap()).unwrap();
+        assert_eq!(
+            args,
+            serde_json::json!({ "pattern": "fn main", "max_results": 3, "flag": true, "list": [1] })
+        );
+        assert!(call_arguments(None, &["novalue".into()]).is_err());
+        assert_eq!(call_arguments(None, &[]).unwrap(), "{}");
+        assert_eq!(
+            call_arguments(Some(r#"{"a":1}"#), &[]).unwrap(),
+            r#"{"a":1}"#
+        );
+    }
+}

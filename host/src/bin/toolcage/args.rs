@@ -1,0 +1,85 @@
+//! Command-line flags, as parsed; `main` turns them into a configuration.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Run AI agent tools as sandboxed WebAssembly components.
+///
+/// Exit status: 0 on success; 1 when a call's outcome is an error or a
+/// checked file fails; 2 for usage, configuration and load errors.
+#[derive(Debug, Parser)]
+#[command(name = "toolcage", version, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// A directory of *.wasm tool components; repeatable, loaded in the order
+    /// given, after the config file's directories.
+    #[arg(long = "tools", value_name = "DIR", global = true)]
+    pub tools: Vec<PathBuf>,
+    /// The config file. Default: ./toolcage.toml when it exists.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub config: Option<PathBuf>,
+    /// Lend a host directory to every tool, read-only unless `:rw`;
+    /// repeatable.
+    #[arg(long = "mount", value_name = "HOST:GUEST[:ro|rw]", global = true)]
+    pub mounts: Vec<String>,
+    /// Wall-clock limit per call, in milliseconds. Default: 30000.
+    #[arg(long, value_name = "N", global = true)]
+    pub timeout_ms: Option<u64>,
+    /// Fuel (instruction budget) per call, or `unlimited`. Default:
+    /// 10000000000.
+    #[arg(long, value_name = "N", global = true)]
+    pub fuel: Option<String>,
+    /// Memory limit per call, in MiB. Default: 256.
+    #[arg(long, value_name = "N", global = true)]
+    pub memory_mib: Option<u64>,
+    /// Output limit (output + details) per call, in KiB. Default: 1024.
+    #[arg(long, value_name = "N", global = true)]
+    pub output_kib: Option<u64>,
+    /// Do not register the bundled standard toolset.
+    #[arg(long, global = true)]
+    pub no_bundled: bool,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Log level or filter for stderr (error, warn, info, debug, trace).
+    /// Default: error, or RUST_LOG when set.
+    #[arg(long, value_name = "LEVEL", global = true)]
+    pub log_level: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the registered tools.
+    List,
+    /// Show a tool's whole descriptor.
+    Inspect {
+        /// The tool's name.
+        tool: String,
+    },
+    /// Call a tool and print its output.
+    Call {
+        /// The tool's name.
+        tool: String,
+        /// The arguments: a JSON object, or `-` to read it from stdin.
+        /// Default: {}.
+        args: Option<String>,
+        /// Build the arguments from KEY=VALUE pairs instead (VALUE is parsed
+        /// as JSON when it parses, else taken as a string); repeatable.
+        #[arg(long = "arg", value_name = "KEY=VALUE", conflicts_with = "args")]
+        pairs: Vec<String>,
+    },
+    /// Load components, run describe() and check their descriptors.
+    Check {
+        /// Component files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}

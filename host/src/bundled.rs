@@ -1,0 +1,40 @@
+//! The standard toolset, compiled into the crate: the `fs` component
+//! (`read_file`, `write_file`, `edit_file`, `list_dir`, `glob`, `grep`) and the
+//! `calc` component (`calc`).
+//!
+//! Threat model: bundled tools are registered before any tool directory, so a
+//! dropped component can never take one of their names (first wins). They
+//! are sandboxed like every other tool: they see only the operator's mounts.
+
+use crate::{FileReport, Registry, Source};
+
+include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
+
+impl Registry {
+    /// Registers the bundled standard toolset. Call it before loading any
+    /// directory so that the bundled names cannot be shadowed.
+    pub async fn load_bundled(&mut self) -> Vec<FileReport> {
+        let mut reports = Vec::with_capacity(COMPONENTS.len());
+        for (name, bytes) in COMPONENTS {
+            reports.push(
+                self.load_source(name.to_string(), Source::Bundled, Ok(bytes.to_vec()))
+                    .await,
+            );
+        }
+        reports
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn both_components_are_embedded() {
+        let names: Vec<&str> = super::COMPONENTS.iter().map(|(name, _)| *name).collect();
+        assert_eq!(names, ["fs", "calc"]);
+        assert!(
+            super::COMPONENTS
+                .iter()
+                .all(|(_, bytes)| bytes.starts_with(b"\0asm"))
+        );
+    }
+}

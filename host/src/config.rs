@@ -1,0 +1,375 @@
+//! `toolcage.toml`: what an operator grants, in a file.
+//!
+//! Threat model: grants (mounts, limits, permissions) come from the operator
+//! only: this file, command-line flags or the embedding API, never a tool or
+//! a model. A typo must not silently grant or drop something, so unknown keys
+//! and bad values are errors that name the key. Relative paths are resolved
+//! against the directory of the file, not the process's working directory.
+//!
+//! ```toml
+//! tools = ["tools"]              # directories of *.wasm, loaded in order
+//! bundled = true                 # the standard toolset, registered first
+//!
+//! [limits]                       # defaults for every component
+//! fuel = 10_000_000_000          # or "unlimited"
+//! timeout_ms = 30_000
+//! memory_mib = 256
+//! output_kib = 1024
+//! log_kib = 64
+//! stack_kib = 1024
+//!
+//! [[mounts]]                     # lent to every component
+//! host = "."
+//! guest = "/workspace"
+//! mode = "ro"                    # or "rw"; "ro" when omitted
+//!
+//! [components.fs.limits]         # per component, by file stem
+//! timeout_ms = 60_000
+//!
+//! [[components.fs.mounts]]
+//! host = "scratch"
+//! guest = "/scratch"
+//! mode = "rw"
+//!
+//! [permissions]                  # allow | ask | deny, by tool name
+//! default = "allow"
+//! "write_*" = "ask"
+//! edit_file = "deny"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::{Error, LimitOverrides, Mount, RegistryBuilder};
+
+/// The name of the file looked up in the working directory.
+pub const CONFIG_FILE_NAME: &str = "toolcage.toml";
+
+/// A parsed `toolcage.toml`, with paths resolved against its directory.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Config {
+    /// Tool directories, loaded in this order.
+    pub tools: Vec<PathBuf>,
+    /// Whether the bundled standard toolset is registered (first). Default:
+    /// true.
+    pub bundled: bool,
+    /// Limits for every component, over [`Limits::default()`](crate::Limits).
+    pub limits: LimitOverrides,
+    /// Mounts lent to every component.
+    pub mounts: Vec<Mount>,
+    /// Per-component limits and mounts, by component name (file stem).
+    pub components: BTreeMap<String, ComponentConfig>,
+    /// Permission rules: tool-name pattern → `allow`, `ask` or `deny`, with
+    /// the key `default` for calls no rule matches. Checked when read.
+    pub permissions: BTreeMap<String, String>,
+}
+
+/// What one component gets on top of the shared settings.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ComponentConfig {
+    /// Limits over the shared ones.
+    pub limits: LimitOverrides,
+    /// Mounts in addition to the shared ones (replacing one at the same guest
+    /// path).
+    pub mounts: Vec<Mount>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    tools: Vec<PathBuf>,
+    bundled: Option<bool>,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    mounts: Vec<RawMount>,
+    #[serde(default)]
+    components: BTreeMap<String, RawComponent>,
+    #[serde(default)]
+    permissions: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    fuel: Option<Fuel>,
+    timeout_ms: Option<u64>,
+    memory_mib: Option<u64>,
+    output_kib: Option<u64>,
+    log_kib: Option<u64>,
+    stack_kib: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Fuel {
+    Units(u64),
+    Word(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMount {
+    host: PathBuf,
+    guest: String,
+    #[serde(default)]
+    mode: MountMode,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum MountMode {
+    #[default]
+    Ro,
+    Rw,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawComponent {
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    mounts: Vec<RawMount>,
+}
+
+impl Config {
+    /// Reads and checks the file at `path`.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Config, Error> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| Error::ConfigRead {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Config::parse(&text, base).map_err(|message| Error::Config {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parses `text`, resolving relative paths against `base`. The error
+    /// names the offending key.
+    pub fn parse(text: &str, base: &Path) -> Result<Config, String> {
+        let raw: RawConfig =
+            toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+        let resolve = |path: &Path| {
+            if path.is_absolute() {
+                path.to_path_buf()
+            } else {
+                base.join(path)
+            }
+        };
+        let mounts = |raw: &[RawMount], key: &str| -> Result<Vec<Mount>, String> {
+            raw.iter()
+                .map(|m| {
+                    let host = resolve(&m.host);
+                    let mount = match m.mode {
+                        MountMode::Ro => Mount::read_only(host, m.guest.clone()),
+                        MountMode::Rw => Mount::read_write(host, m.guest.clone()),
+                    };
+                    if !mount.guest().starts_with('/') {
+                        return Err(format!(
+                            "{key}.guest: `{}` must be an absolute guest path",
+                            m.guest
+                        ));
+                    }
+                    Ok(mount)
+                })
+                .collect()
+        };
+        let mut components = BTreeMap::new();
+        for (name, component) in &raw.components {
+            let key = format!("components.{name}");
+            components.insert(
+                name.clone(),
+                ComponentConfig {
+                    limits: limits(&component.limits, &format!("{key}.limits"))?,
+                    mounts: mounts(&component.mounts, &format!("{key}.mounts"))?,
+                },
+            );
+        }
+        for (pattern, rule) in &raw.permissions {
+            if !matches!(rule.as_str(), "allow" | "ask" | "deny") {
+                return Err(format!(
+                    "permissions.{pattern}: `{rule}` is not one of allow, ask, deny"
+                ));
+            }
+        }
+        Ok(Config {
+            tools: raw.tools.iter().map(|p| resolve(p)).collect(),
+            bundled: raw.bundled.unwrap_or(true),
+            limits: limits(&raw.limits, "limits")?,
+            mounts: mounts(&raw.mounts, "mounts")?,
+            components,
+            permissions: raw.permissions,
+        })
+    }
+
+    /// A registry builder granting what this file grants, with `limits`
+    /// (such as command-line flags) layered over the file's.
+    pub fn registry_builder(&self, limits: &LimitOverrides) -> RegistryBuilder {
+        let defaults = self.limits.then(limits).apply(crate::Limits::default());
+        let mut builder = crate::Registry::builder().limits(defaults);
+        for mount in &self.mounts {
+            builder = builder.mount(mount.clone());
+        }
+        for (name, component) in &self.components {
+            builder = builder.component_limits(name.clone(), component.limits);
+            for mount in &component.mounts {
+                builder = builder.component_mount(name.clone(), mount.clone());
+            }
+        }
+        builder
+    }
+}
+
+fn limits(raw: &RawLimits, key: &str) -> Result<LimitOverrides, String> {
+    let positive = |value: Option<u64>, name: &str| -> Result<Option<u64>, String> {
+        match value {
+            Some(0) => Err(format!("{key}.{name}: must be greater than 0")),
+            other => Ok(other),
+        }
+    };
+    let bytes = |value: Option<u64>, name: &str, unit: u32| -> Result<Option<usize>, String> {
+        positive(value, name)?
+            .map(|v| {
+                v.checked_mul(1 << unit)
+                    .and_then(|b| usize::try_from(b).ok())
+                    .ok_or_else(|| format!("{key}.{name}: {v} is too large"))
+            })
+            .transpose()
+    };
+    let fuel = match &raw.fuel {
+        None => None,
+        Some(Fuel::Units(0)) => {
+            return Err(format!(
+                "{key}.fuel: must be greater than 0, or \"unlimited\""
+            ));
+        }
+        Some(Fuel::Units(units)) => Some(Some(*units)),
+        Some(Fuel::Word(word)) if word == "unlimited" => Some(None),
+        Some(Fuel::Word(word)) => {
+            return Err(format!(
+                "{key}.fuel: `{word}` is neither a number nor \"unlimited\""
+            ));
+        }
+    };
+    Ok(LimitOverrides {
+        fuel,
+        timeout: positive(raw.timeout_ms, "timeout_ms")?.map(Duration::from_millis),
+        memory_bytes: bytes(raw.memory_mib, "memory_mib", 20)?,
+        output_bytes: bytes(raw.output_kib, "output_kib", 10)?,
+        log_bytes: bytes(raw.log_kib, "log_kib", 10)?,
+        stack_bytes: bytes(raw.stack_kib, "stack_kib", 10)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("/etc/toolcage"))
+    }
+
+    #[test]
+    fn an_empty_file_grants_nothing() {
+        let config = parse("").unwrap();
+        assert!(config.tools.is_empty() && config.mounts.is_empty());
+        assert!(config.bundled);
+        assert_eq!(config.limits, LimitOverrides::default());
+    }
+
+    #[test]
+    fn the_documented_example_parses() {
+        let doc = include_str!("config.rs");
+        let example: String = doc
+            .lines()
+            .skip_while(|l| !l.starts_with("//! ```toml"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("//! ```"))
+            .map(|l| format!("{}\n", l.trim_start_matches("//!").trim_start()))
+            .collect();
+        let config = parse(&example).unwrap();
+        assert_eq!(config.tools, [PathBuf::from("/etc/toolcage/tools")]);
+        assert_eq!(config.limits.fuel, Some(Some(10_000_000_000)));
+        assert_eq!(config.limits.memory_bytes, Some(256 << 20));
+        assert_eq!(
+            config.mounts,
+            [Mount::read_only("/etc/toolcage/.", "/workspace")]
+        );
+        let fs = &config.components["fs"];
+        assert_eq!(fs.limits.timeout, Some(Duration::from_secs(60)));
+        assert_eq!(
+            fs.mounts,
+            [Mount::read_write("/etc/toolcage/scratch", "/scratch")]
+        );
+        assert_eq!(config.permissions["write_*"], "ask");
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        for (text, key) in [
+            ("tool = []", "tool"),
+            ("[limits]\ntimeout = 5", "timeout"),
+            (
+                "[[mounts]]\nhost = \".\"\nguest = \"/w\"\nmod = \"rw\"",
+                "mod",
+            ),
+            ("[components.fs]\nlimit = {}", "limit"),
+        ] {
+            let error = parse(text).unwrap_err();
+            assert!(error.contains(&format!("`{key}`")), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        for (text, needle) in [
+            ("[limits]\ntimeout_ms = 0", "limits.timeout_ms"),
+            ("[limits]\nfuel = \"lots\"", "limits.fuel"),
+            ("[limits]\nfuel = 0", "limits.fuel"),
+            ("[limits]\nmemory_mib = -1", "memory_mib"),
+            (
+                "[components.x.limits]\noutput_kib = 0",
+                "components.x.limits.output_kib",
+            ),
+            ("[[mounts]]\nhost = \".\"\nguest = \"w\"", "mounts.guest"),
+            (
+                "[[mounts]]\nhost = \".\"\nguest = \"/w\"\nmode = \"rwx\"",
+                "rwx",
+            ),
+            (
+                "[permissions]\nedit_file = \"maybe\"",
+                "permissions.edit_file",
+            ),
+            ("bundled = \"yes\"", "bundled"),
+        ] {
+            let error = parse(text).unwrap_err();
+            assert!(error.contains(needle), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn fuel_can_be_unlimited() {
+        let config = parse("[limits]\nfuel = \"unlimited\"").unwrap();
+        assert_eq!(config.limits.fuel, Some(None));
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let config = parse("[limits]\ntimeout_ms = 100\nmemory_mib = 1").unwrap();
+        let flags = LimitOverrides {
+            timeout: Some(Duration::from_millis(5)),
+            ..Default::default()
+        };
+        let limits = config.limits.then(&flags).apply(crate::Limits::default());
+        assert_eq!(limits.timeout, Duration::from_millis(5));
+        assert_eq!(limits.memory_bytes, 1 << 20);
+    }
+}
