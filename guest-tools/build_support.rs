@@ -54,7 +54,9 @@ pub fn build_guests(packages: &[&str]) -> Vec<Guest> {
     ] {
         cmd.env_remove(var);
     }
-    let status = cmd.status().expect("failed to run cargo for the guest tools");
+    let status = cmd
+        .status()
+        .expect("failed to run cargo for the guest tools");
     assert!(
         status.success(),
         "building the guest tools failed ({status}); run `cargo build --release --target {TARGET}` in guest-tools/ to see why"
@@ -88,7 +90,13 @@ fn shared_target_dir() -> PathBuf {
         .ancestors()
         .find(|dir| dir.join("CACHEDIR.TAG").exists())
         .map(Path::to_path_buf)
-        .unwrap_or_else(|| out_dir.ancestors().nth(4).expect("OUT_DIR is deep enough").to_path_buf());
+        .unwrap_or_else(|| {
+            out_dir
+                .ancestors()
+                .nth(4)
+                .expect("OUT_DIR is deep enough")
+                .to_path_buf()
+        });
     target.join("guest-tools")
 }
 

@@ -14,7 +14,12 @@ fn main() {
         .expect("guest-tools/fixtures exists")
         .filter_map(|entry| entry.ok())
         .filter(|entry| entry.path().join("Cargo.toml").exists())
-        .map(|entry| format!("fixture-{}", entry.file_name().to_string_lossy().replace('_', "-")))
+        .map(|entry| {
+            format!(
+                "fixture-{}",
+                entry.file_name().to_string_lossy().replace('_', "-")
+            )
+        })
         .collect();
     fixtures.sort();
     let mut packages: Vec<&str> = fixtures.iter().map(String::as_str).collect();
@@ -24,7 +29,12 @@ fn main() {
     for guest in build_support::build_guests(&packages) {
         let name = build_support::const_name(&guest.package);
         writeln!(code, "/// The `{}` component.", guest.package).unwrap();
-        writeln!(code, "pub const {name}: &str = {:?};", guest.wasm.display().to_string()).unwrap();
+        writeln!(
+            code,
+            "pub const {name}: &str = {:?};",
+            guest.wasm.display().to_string()
+        )
+        .unwrap();
     }
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("guests.rs");
     std::fs::write(out, code).unwrap();

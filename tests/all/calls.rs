@@ -9,13 +9,19 @@ use toolcage::{CallOptions, CancelToken, ErrorKind, GuestEvent, Limits, Registry
 use toolcage_tests::{builder, guests, quick_limits, registry};
 
 async fn echo() -> Registry {
-    registry(builder().limits(quick_limits()), &[guests::FIXTURE_ECHO, guests::FIXTURE_MISBEHAVE]).await
+    registry(
+        builder().limits(quick_limits()),
+        &[guests::FIXTURE_ECHO, guests::FIXTURE_MISBEHAVE],
+    )
+    .await
 }
 
 #[tokio::test]
 async fn a_good_call_returns_output_and_details() {
     let registry = echo().await;
-    let result = registry.call("echo", r#"{"text": "hi", "repeat": 3}"#).await;
+    let result = registry
+        .call("echo", r#"{"text": "hi", "repeat": 3}"#)
+        .await;
     assert!(!result.is_error, "{}", result.output);
     assert_eq!(result.error_kind, None);
     assert_eq!(result.output, "hihihi");
@@ -28,13 +34,40 @@ async fn a_good_call_returns_output_and_details() {
 #[tokio::test]
 async fn validation_reports_every_failing_path() {
     let registry = echo().await;
-    let result = registry.call("echo", json!({ "repeat": 0, "sleep_ms": "soon", "extra": true })).await;
+    let result = registry
+        .call(
+            "echo",
+            json!({ "repeat": 0, "sleep_ms": "soon", "extra": true }),
+        )
+        .await;
     assert_eq!(result.error_kind, Some(ErrorKind::InvalidArguments));
-    let lines: Vec<&str> = result.output.lines().filter(|l| l.starts_with("- ")).collect();
+    let lines: Vec<&str> = result
+        .output
+        .lines()
+        .filter(|l| l.starts_with("- "))
+        .collect();
     assert_eq!(lines.len(), 4, "{}", result.output);
-    assert!(result.output.contains(r#"- /: "text" is a required property"#), "{}", result.output);
-    assert!(result.output.contains("- /repeat: 0 is less than the minimum of 1"), "{}", result.output);
-    assert!(result.output.contains(r#"- /sleep_ms: "soon" is not of type "integer""#), "{}", result.output);
+    assert!(
+        result
+            .output
+            .contains(r#"- /: "text" is a required property"#),
+        "{}",
+        result.output
+    );
+    assert!(
+        result
+            .output
+            .contains("- /repeat: 0 is less than the minimum of 1"),
+        "{}",
+        result.output
+    );
+    assert!(
+        result
+            .output
+            .contains(r#"- /sleep_ms: "soon" is not of type "integer""#),
+        "{}",
+        result.output
+    );
     assert!(result.output.contains("extra"), "{}", result.output);
     assert_eq!(result.fuel_used, 0, "the guest never ran");
 }
@@ -44,12 +77,24 @@ async fn malformed_json_is_invalid_arguments() {
     let registry = echo().await;
     for bad in [r#"{"text": "#, "not json", ""] {
         let result = registry.call("echo", bad).await;
-        assert_eq!(result.error_kind, Some(ErrorKind::InvalidArguments), "{bad}");
-        assert!(result.output.contains("not valid JSON"), "{}", result.output);
+        assert_eq!(
+            result.error_kind,
+            Some(ErrorKind::InvalidArguments),
+            "{bad}"
+        );
+        assert!(
+            result.output.contains("not valid JSON"),
+            "{}",
+            result.output
+        );
     }
     let result = registry.call("echo", "[1, 2]").await;
     assert_eq!(result.error_kind, Some(ErrorKind::InvalidArguments));
-    assert!(result.output.contains(r#"is not of type "object""#), "{}", result.output);
+    assert!(
+        result.output.contains(r#"is not of type "object""#),
+        "{}",
+        result.output
+    );
 }
 
 #[tokio::test]
@@ -58,7 +103,13 @@ async fn an_unknown_tool_lists_the_available_ones() {
     let result = registry.call("ech0", "{}").await;
     assert_eq!(result.error_kind, Some(ErrorKind::NotFound));
     assert!(result.output.contains("`ech0`"), "{}", result.output);
-    assert!(result.output.contains("echo, counter, fail, bad_details, misbehave"), "{}", result.output);
+    assert!(
+        result
+            .output
+            .contains("echo, counter, fail, bad_details, misbehave"),
+        "{}",
+        result.output
+    );
 }
 
 #[tokio::test]
@@ -77,7 +128,11 @@ async fn details_that_break_the_output_schema_are_refused() {
     let result = registry.call("bad_details", "{}").await;
     assert_eq!(result.error_kind, Some(ErrorKind::ToolError));
     assert!(result.output.contains("output schema"), "{}", result.output);
-    assert!(result.output.contains(r#""length" is a required property"#), "{}", result.output);
+    assert!(
+        result.output.contains(r#""length" is a required property"#),
+        "{}",
+        result.output
+    );
 }
 
 #[tokio::test]
@@ -95,7 +150,9 @@ async fn a_hundred_concurrent_calls_do_not_cross_talk() {
         let registry = registry.clone();
         tokio::spawn(async move {
             let text = format!("call number {i};");
-            let result = registry.call("echo", json!({ "text": text, "repeat": 2 })).await;
+            let result = registry
+                .call("echo", json!({ "text": text, "repeat": 2 }))
+                .await;
             (text, result)
         })
     });
@@ -107,7 +164,9 @@ async fn a_hundred_concurrent_calls_do_not_cross_talk() {
     }
 }
 
-async fn futures_join<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<Result<T, tokio::task::JoinError>> {
+async fn futures_join<T>(
+    handles: impl Iterator<Item = tokio::task::JoinHandle<T>>,
+) -> Vec<Result<T, tokio::task::JoinError>> {
     let mut results = Vec::new();
     for handle in handles.collect::<Vec<_>>() {
         results.push(handle.await);
@@ -120,23 +179,43 @@ async fn guest_logs_and_progress_reach_the_event_callback() {
     let registry = echo().await;
     let events = Arc::new(Mutex::new(Vec::new()));
     let sink = events.clone();
-    let options = CallOptions::new().call_id("abc").on_event(move |event| sink.lock().unwrap().push(event));
-    let result = registry.call_with("echo", json!({ "text": "hey", "sleep_ms": 1 }), options).await;
+    let options = CallOptions::new()
+        .call_id("abc")
+        .on_event(move |event| sink.lock().unwrap().push(event));
+    let result = registry
+        .call_with("echo", json!({ "text": "hey", "sleep_ms": 1 }), options)
+        .await;
     assert_eq!(result.call_id, "abc");
     let events = events.lock().unwrap();
-    assert!(matches!(&events[0], GuestEvent::Log { message, .. } if message == "echoing 3 bytes"), "{events:?}");
-    assert!(matches!(&events[1], GuestEvent::Progress { fraction: Some(f), .. } if *f == 0.5), "{events:?}");
+    assert!(
+        matches!(&events[0], GuestEvent::Log { message, .. } if message == "echoing 3 bytes"),
+        "{events:?}"
+    );
+    assert!(
+        matches!(&events[1], GuestEvent::Progress { fraction: Some(f), .. } if *f == 0.5),
+        "{events:?}"
+    );
 }
 
 #[tokio::test]
 async fn cancelling_stops_a_looping_guest_promptly() {
-    let limits = Limits { fuel: None, timeout: Duration::from_secs(30), ..quick_limits() };
+    let limits = Limits {
+        fuel: None,
+        timeout: Duration::from_secs(30),
+        ..quick_limits()
+    };
     let registry = Arc::new(registry(builder().limits(limits), &[guests::FIXTURE_MISBEHAVE]).await);
     let token = CancelToken::new();
     let call = {
         let (registry, token) = (registry.clone(), token.clone());
         tokio::spawn(async move {
-            registry.call_with("misbehave", json!({ "mode": "loop" }), CallOptions::new().cancel_token(token)).await
+            registry
+                .call_with(
+                    "misbehave",
+                    json!({ "mode": "loop" }),
+                    CallOptions::new().cancel_token(token),
+                )
+                .await
         })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -144,7 +223,12 @@ async fn cancelling_stops_a_looping_guest_promptly() {
     token.cancel();
     let result = call.await.unwrap();
     let latency = cancelled_at.elapsed();
-    assert_eq!(result.error_kind, Some(ErrorKind::Cancelled), "{}", result.output);
+    assert_eq!(
+        result.error_kind,
+        Some(ErrorKind::Cancelled),
+        "{}",
+        result.output
+    );
     assert!(latency < Duration::from_millis(100), "took {latency:?}");
 }
 
@@ -153,6 +237,8 @@ async fn the_call_is_not_run_when_already_cancelled() {
     let registry = echo().await;
     let token = CancelToken::new();
     token.cancel();
-    let result = registry.call_with("counter", "{}", CallOptions::new().cancel_token(token)).await;
+    let result = registry
+        .call_with("counter", "{}", CallOptions::new().cancel_token(token))
+        .await;
     assert_eq!(result.error_kind, Some(ErrorKind::Cancelled));
 }

@@ -48,13 +48,28 @@ async fn misbehave(registry: &Registry, args: serde_json::Value) -> toolcage::Ca
 async fn reads_inside_a_mount() {
     let tree = Tree::new();
     let registry = tree.registry().await;
-    let result = misbehave(&registry, json!({ "mode": "read", "path": "/workspace/hello.txt" })).await;
+    let result = misbehave(
+        &registry,
+        json!({ "mode": "read", "path": "/workspace/hello.txt" }),
+    )
+    .await;
     assert!(!result.is_error, "{}", result.output);
     assert_eq!(result.output, "hello from the host");
-    let result = misbehave(&registry, json!({ "mode": "read", "path": "/workspace/inside_link" })).await;
-    assert_eq!(result.output, "hello from the host", "a symlink inside the mount works");
+    let result = misbehave(
+        &registry,
+        json!({ "mode": "read", "path": "/workspace/inside_link" }),
+    )
+    .await;
+    assert_eq!(
+        result.output, "hello from the host",
+        "a symlink inside the mount works"
+    );
     let result = misbehave(&registry, json!({ "mode": "list", "path": "/workspace" })).await;
-    assert!(result.output.contains("hello.txt") && result.output.contains("sub"), "{}", result.output);
+    assert!(
+        result.output.contains("hello.txt") && result.output.contains("sub"),
+        "{}",
+        result.output
+    );
 }
 
 #[tokio::test]
@@ -73,8 +88,17 @@ async fn reads_outside_every_mount_are_denied() {
         "../secret.txt",
     ] {
         let result = misbehave(&registry, json!({ "mode": "read", "path": path })).await;
-        assert_eq!(result.error_kind, Some(ErrorKind::ToolError), "{path}: {}", result.output);
-        assert!(!result.output.contains("top secret"), "{path} leaked: {}", result.output);
+        assert_eq!(
+            result.error_kind,
+            Some(ErrorKind::ToolError),
+            "{path}: {}",
+            result.output
+        );
+        assert!(
+            !result.output.contains("top secret"),
+            "{path} leaked: {}",
+            result.output
+        );
     }
     let result = misbehave(&registry, json!({ "mode": "list", "path": "/" })).await;
     assert!(!result.output.contains("secret"), "{}", result.output);
@@ -84,11 +108,27 @@ async fn reads_outside_every_mount_are_denied() {
 async fn writes_to_a_read_only_mount_are_denied() {
     let tree = Tree::new();
     let registry = tree.registry().await;
-    for path in ["/workspace/hello.txt", "/workspace/new.txt", "/workspace/sub/deep.txt"] {
-        let result = misbehave(&registry, json!({ "mode": "write", "path": path, "content": "pwned" })).await;
-        assert_eq!(result.error_kind, Some(ErrorKind::ToolError), "{path}: {}", result.output);
+    for path in [
+        "/workspace/hello.txt",
+        "/workspace/new.txt",
+        "/workspace/sub/deep.txt",
+    ] {
+        let result = misbehave(
+            &registry,
+            json!({ "mode": "write", "path": path, "content": "pwned" }),
+        )
+        .await;
+        assert_eq!(
+            result.error_kind,
+            Some(ErrorKind::ToolError),
+            "{path}: {}",
+            result.output
+        );
     }
-    assert_eq!(std::fs::read_to_string(tree.path("mounted/hello.txt")).unwrap(), "hello from the host");
+    assert_eq!(
+        std::fs::read_to_string(tree.path("mounted/hello.txt")).unwrap(),
+        "hello from the host"
+    );
     assert!(!tree.path("mounted/new.txt").exists());
 }
 
@@ -96,35 +136,71 @@ async fn writes_to_a_read_only_mount_are_denied() {
 async fn writes_to_a_read_write_mount_succeed() {
     let tree = Tree::new();
     let registry = tree.registry().await;
-    let result = misbehave(&registry, json!({ "mode": "write", "path": "/scratch/out.txt", "content": "made" })).await;
+    let result = misbehave(
+        &registry,
+        json!({ "mode": "write", "path": "/scratch/out.txt", "content": "made" }),
+    )
+    .await;
     assert!(!result.is_error, "{}", result.output);
-    assert_eq!(std::fs::read_to_string(tree.path("scratch/out.txt")).unwrap(), "made");
-    let result = misbehave(&registry, json!({ "mode": "write", "path": "/scratch/../secret.txt", "content": "x" })).await;
+    assert_eq!(
+        std::fs::read_to_string(tree.path("scratch/out.txt")).unwrap(),
+        "made"
+    );
+    let result = misbehave(
+        &registry,
+        json!({ "mode": "write", "path": "/scratch/../secret.txt", "content": "x" }),
+    )
+    .await;
     assert!(result.is_error, "{}", result.output);
-    assert_eq!(std::fs::read_to_string(tree.path("secret.txt")).unwrap(), "top secret");
+    assert_eq!(
+        std::fs::read_to_string(tree.path("secret.txt")).unwrap(),
+        "top secret"
+    );
 }
 
 #[tokio::test]
 async fn no_filesystem_without_mounts() {
-    let registry = registry(builder().limits(quick_limits()), &[guests::FIXTURE_MISBEHAVE]).await;
-    let result = misbehave(&registry, json!({ "mode": "read", "path": "/etc/hostname" })).await;
-    assert_eq!(result.error_kind, Some(ErrorKind::ToolError), "{}", result.output);
+    let registry = registry(
+        builder().limits(quick_limits()),
+        &[guests::FIXTURE_MISBEHAVE],
+    )
+    .await;
+    let result = misbehave(
+        &registry,
+        json!({ "mode": "read", "path": "/etc/hostname" }),
+    )
+    .await;
+    assert_eq!(
+        result.error_kind,
+        Some(ErrorKind::ToolError),
+        "{}",
+        result.output
+    );
 }
 
 #[tokio::test]
 async fn per_component_mounts_reach_only_that_component() {
     let tree = Tree::new();
-    let builder = builder()
-        .limits(quick_limits())
-        .component_mount("fixture_misbehave", Mount::read_only(tree.path("mounted"), "/private"));
+    let builder = builder().limits(quick_limits()).component_mount(
+        "fixture_misbehave",
+        Mount::read_only(tree.path("mounted"), "/private"),
+    );
     let registry = registry(builder, &[guests::FIXTURE_MISBEHAVE]).await;
-    let result = misbehave(&registry, json!({ "mode": "read", "path": "/private/hello.txt" })).await;
+    let result = misbehave(
+        &registry,
+        json!({ "mode": "read", "path": "/private/hello.txt" }),
+    )
+    .await;
     assert_eq!(result.output, "hello from the host");
 }
 
 #[tokio::test]
 async fn the_environment_arguments_and_stdin_are_empty() {
-    let registry = registry(builder().limits(quick_limits()), &[guests::FIXTURE_MISBEHAVE]).await;
+    let registry = registry(
+        builder().limits(quick_limits()),
+        &[guests::FIXTURE_MISBEHAVE],
+    )
+    .await;
     let result = misbehave(&registry, json!({ "mode": "env" })).await;
     assert!(!result.is_error, "{}", result.output);
     let details = result.details.unwrap();
@@ -138,12 +214,26 @@ async fn the_environment_arguments_and_stdin_are_empty() {
 async fn network_connect_is_denied() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
-    let registry = registry(builder().limits(quick_limits()), &[guests::FIXTURE_MISBEHAVE]).await;
+    let registry = registry(
+        builder().limits(quick_limits()),
+        &[guests::FIXTURE_MISBEHAVE],
+    )
+    .await;
     let result = misbehave(&registry, json!({ "mode": "connect", "path": addr })).await;
-    assert_eq!(result.error_kind, Some(ErrorKind::ToolError), "{}", result.output);
+    assert_eq!(
+        result.error_kind,
+        Some(ErrorKind::ToolError),
+        "{}",
+        result.output
+    );
     assert!(result.output.starts_with("connect "), "{}", result.output);
     listener.set_nonblocking(true).unwrap();
     assert!(listener.accept().is_err(), "nothing reached the listener");
     let result = misbehave(&registry, json!({ "mode": "resolve", "path": "localhost" })).await;
-    assert_eq!(result.error_kind, Some(ErrorKind::ToolError), "{}", result.output);
+    assert_eq!(
+        result.error_kind,
+        Some(ErrorKind::ToolError),
+        "{}",
+        result.output
+    );
 }

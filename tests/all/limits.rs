@@ -13,26 +13,47 @@ async fn misbehave(limits: Limits) -> Registry {
 
 /// The host survived: the same registry still serves a good call.
 async fn assert_still_serving(registry: &Registry) {
-    let result = registry.call("misbehave", json!({ "mode": "spin", "amount": 10 })).await;
+    let result = registry
+        .call("misbehave", json!({ "mode": "spin", "amount": 10 }))
+        .await;
     assert!(!result.is_error, "{}", result.output);
 }
 
 #[tokio::test]
 async fn fuel_obeyed() {
     let registry = misbehave(quick_limits()).await;
-    let result = registry.call("misbehave", json!({ "mode": "spin", "amount": 100_000 })).await;
+    let result = registry
+        .call("misbehave", json!({ "mode": "spin", "amount": 100_000 }))
+        .await;
     assert!(!result.is_error, "{}", result.output);
-    assert!(result.fuel_used > 100_000, "fuel used: {}", result.fuel_used);
+    assert!(
+        result.fuel_used > 100_000,
+        "fuel used: {}",
+        result.fuel_used
+    );
     assert!(result.fuel_used < 2_000_000_000);
 }
 
 #[tokio::test]
 async fn fuel_breached_by_an_infinite_loop() {
-    let limits = Limits { fuel: Some(50_000_000), timeout: Duration::from_secs(20), ..quick_limits() };
+    let limits = Limits {
+        fuel: Some(50_000_000),
+        timeout: Duration::from_secs(20),
+        ..quick_limits()
+    };
     let registry = misbehave(limits).await;
     let result = registry.call("misbehave", json!({ "mode": "loop" })).await;
-    assert_eq!(result.error_kind, Some(ErrorKind::OutOfFuel), "{}", result.output);
-    assert!(result.output.contains("ran out of fuel"), "{}", result.output);
+    assert_eq!(
+        result.error_kind,
+        Some(ErrorKind::OutOfFuel),
+        "{}",
+        result.output
+    );
+    assert!(
+        result.output.contains("ran out of fuel"),
+        "{}",
+        result.output
+    );
     assert_eq!(result.fuel_used, 50_000_000);
     assert_still_serving(&registry).await;
 }
@@ -42,7 +63,10 @@ async fn default_limits_stop_an_infinite_loop() {
     let registry = misbehave(Limits::default()).await;
     let result = registry.call("misbehave", json!({ "mode": "loop" })).await;
     assert!(
-        matches!(result.error_kind, Some(ErrorKind::OutOfFuel | ErrorKind::Timeout)),
+        matches!(
+            result.error_kind,
+            Some(ErrorKind::OutOfFuel | ErrorKind::Timeout)
+        ),
         "{:?}: {}",
         result.error_kind,
         result.output
@@ -52,39 +76,68 @@ async fn default_limits_stop_an_infinite_loop() {
 #[tokio::test]
 async fn timeout_obeyed() {
     let registry = misbehave(quick_limits()).await;
-    let result = registry.call("misbehave", json!({ "mode": "sleep", "amount": 20 })).await;
+    let result = registry
+        .call("misbehave", json!({ "mode": "sleep", "amount": 20 }))
+        .await;
     assert!(!result.is_error, "{}", result.output);
     assert_eq!(result.output, "woke up");
 }
 
 #[tokio::test]
 async fn timeout_breached_by_a_loop_with_unlimited_fuel() {
-    let limits = Limits { fuel: None, timeout: Duration::from_millis(300), ..quick_limits() };
+    let limits = Limits {
+        fuel: None,
+        timeout: Duration::from_millis(300),
+        ..quick_limits()
+    };
     let registry = misbehave(limits).await;
     let started = Instant::now();
     let result = registry.call("misbehave", json!({ "mode": "loop" })).await;
-    assert_eq!(result.error_kind, Some(ErrorKind::Timeout), "{}", result.output);
-    assert!(started.elapsed() < Duration::from_secs(5), "stopped after {:?}", started.elapsed());
+    assert_eq!(
+        result.error_kind,
+        Some(ErrorKind::Timeout),
+        "{}",
+        result.output
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "stopped after {:?}",
+        started.elapsed()
+    );
     assert!(result.fuel_used > 0, "fuel sampled at ticks");
     assert_still_serving(&registry).await;
 }
 
 #[tokio::test]
 async fn timeout_breached_by_a_guest_sleeping_forever() {
-    let limits = Limits { timeout: Duration::from_millis(300), ..quick_limits() };
+    let limits = Limits {
+        timeout: Duration::from_millis(300),
+        ..quick_limits()
+    };
     let registry = misbehave(limits).await;
     let started = Instant::now();
     let result = registry.call("misbehave", json!({ "mode": "sleep" })).await;
-    assert_eq!(result.error_kind, Some(ErrorKind::Timeout), "{}", result.output);
+    assert_eq!(
+        result.error_kind,
+        Some(ErrorKind::Timeout),
+        "{}",
+        result.output
+    );
     assert!(result.output.contains("300 ms"), "{}", result.output);
-    assert!(started.elapsed() < Duration::from_secs(5), "stopped after {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "stopped after {:?}",
+        started.elapsed()
+    );
     assert_still_serving(&registry).await;
 }
 
 #[tokio::test]
 async fn memory_obeyed() {
     let registry = misbehave(quick_limits()).await;
-    let result = registry.call("misbehave", json!({ "mode": "allocate", "amount": 16 })).await;
+    let result = registry
+        .call("misbehave", json!({ "mode": "allocate", "amount": 16 }))
+        .await;
     assert!(!result.is_error, "{}", result.output);
     assert_eq!(result.output, (16 << 20).to_string());
 }
@@ -93,18 +146,38 @@ async fn memory_obeyed() {
 async fn memory_breached_by_unbounded_growth() {
     let registry = misbehave(quick_limits()).await;
     let result = registry.call("misbehave", json!({ "mode": "hog" })).await;
-    assert_eq!(result.error_kind, Some(ErrorKind::MemoryLimit), "{}", result.output);
+    assert_eq!(
+        result.error_kind,
+        Some(ErrorKind::MemoryLimit),
+        "{}",
+        result.output
+    );
     assert!(result.output.contains("64 MiB"), "{}", result.output);
-    let result = registry.call("misbehave", json!({ "mode": "allocate", "amount": 80 })).await;
-    assert_eq!(result.error_kind, Some(ErrorKind::MemoryLimit), "{}", result.output);
+    let result = registry
+        .call("misbehave", json!({ "mode": "allocate", "amount": 80 }))
+        .await;
+    assert_eq!(
+        result.error_kind,
+        Some(ErrorKind::MemoryLimit),
+        "{}",
+        result.output
+    );
     assert_still_serving(&registry).await;
 }
 
 #[tokio::test]
 async fn output_obeyed() {
-    let limits = Limits { output_bytes: 4096, ..quick_limits() };
+    let limits = Limits {
+        output_bytes: 4096,
+        ..quick_limits()
+    };
     let registry = misbehave(limits).await;
-    let result = registry.call("misbehave", json!({ "mode": "huge_output", "amount": 4096 })).await;
+    let result = registry
+        .call(
+            "misbehave",
+            json!({ "mode": "huge_output", "amount": 4096 }),
+        )
+        .await;
     assert!(!result.is_error, "{}", result.output);
     assert_eq!(result.output.len(), 4096);
 }
@@ -112,16 +185,32 @@ async fn output_obeyed() {
 #[tokio::test]
 async fn output_breached_by_huge_output() {
     let registry = misbehave(quick_limits()).await;
-    let result = registry.call("misbehave", json!({ "mode": "huge_output", "amount": 2 << 20 })).await;
-    assert_eq!(result.error_kind, Some(ErrorKind::OutputLimit), "{}", result.output);
-    assert!(result.output.contains("2 MiB") && result.output.contains("1 MiB"), "{}", result.output);
+    let result = registry
+        .call(
+            "misbehave",
+            json!({ "mode": "huge_output", "amount": 2 << 20 }),
+        )
+        .await;
+    assert_eq!(
+        result.error_kind,
+        Some(ErrorKind::OutputLimit),
+        "{}",
+        result.output
+    );
+    assert!(
+        result.output.contains("2 MiB") && result.output.contains("1 MiB"),
+        "{}",
+        result.output
+    );
     assert_still_serving(&registry).await;
 }
 
 #[tokio::test]
 async fn stdout_within_bound_is_kept_whole() {
     let registry = misbehave(quick_limits()).await;
-    let result = registry.call("misbehave", json!({ "mode": "print", "amount": 2048 })).await;
+    let result = registry
+        .call("misbehave", json!({ "mode": "print", "amount": 2048 }))
+        .await;
     assert!(!result.is_error, "{}", result.output);
     assert_eq!(result.logs.stdout.len(), 2048);
     assert_eq!(result.logs.stderr, "ee");
@@ -131,7 +220,9 @@ async fn stdout_within_bound_is_kept_whole() {
 #[tokio::test]
 async fn stdout_flood_is_truncated_and_the_call_succeeds() {
     let registry = misbehave(quick_limits()).await;
-    let result = registry.call("misbehave", json!({ "mode": "print", "amount": 8 << 20 })).await;
+    let result = registry
+        .call("misbehave", json!({ "mode": "print", "amount": 8 << 20 }))
+        .await;
     assert!(!result.is_error, "{}", result.output);
     assert_eq!(result.output, "printed");
     assert_eq!(result.logs.stdout.len(), 64 << 10);
@@ -141,15 +232,24 @@ async fn stdout_flood_is_truncated_and_the_call_succeeds() {
 #[tokio::test]
 async fn stack_obeyed() {
     let registry = misbehave(quick_limits()).await;
-    let result = registry.call("misbehave", json!({ "mode": "recurse", "amount": 1000 })).await;
+    let result = registry
+        .call("misbehave", json!({ "mode": "recurse", "amount": 1000 }))
+        .await;
     assert!(!result.is_error, "{}", result.output);
 }
 
 #[tokio::test]
 async fn stack_breached_by_unbounded_recursion() {
     let registry = misbehave(quick_limits()).await;
-    let result = registry.call("misbehave", json!({ "mode": "recurse" })).await;
-    assert_eq!(result.error_kind, Some(ErrorKind::Trap), "{}", result.output);
+    let result = registry
+        .call("misbehave", json!({ "mode": "recurse" }))
+        .await;
+    assert_eq!(
+        result.error_kind,
+        Some(ErrorKind::Trap),
+        "{}",
+        result.output
+    );
     assert!(result.output.contains("stack"), "{}", result.output);
     assert_still_serving(&registry).await;
 }
@@ -160,10 +260,20 @@ async fn stack_override_per_component() {
     let deep = json!({ "mode": "recurse", "amount": 200_000 });
     let default_stack = misbehave(quick_limits()).await;
     let result = default_stack.call("misbehave", deep.clone()).await;
-    assert_eq!(result.error_kind, Some(ErrorKind::Trap), "{}", result.output);
+    assert_eq!(
+        result.error_kind,
+        Some(ErrorKind::Trap),
+        "{}",
+        result.output
+    );
 
-    let bigger = LimitOverrides { stack_bytes: Some(32 << 20), ..LimitOverrides::default() };
-    let builder = builder().limits(quick_limits()).component_limits("fixture_misbehave", bigger);
+    let bigger = LimitOverrides {
+        stack_bytes: Some(32 << 20),
+        ..LimitOverrides::default()
+    };
+    let builder = builder()
+        .limits(quick_limits())
+        .component_limits("fixture_misbehave", bigger);
     let bigger_stack = registry(builder, &[guests::FIXTURE_MISBEHAVE]).await;
     let result = bigger_stack.call("misbehave", deep).await;
     assert!(!result.is_error, "{}", result.output);
@@ -171,12 +281,26 @@ async fn stack_override_per_component() {
 
 #[tokio::test]
 async fn limits_override_per_component() {
-    let tight = LimitOverrides { output_bytes: Some(10), ..LimitOverrides::default() };
-    let builder = builder().limits(quick_limits()).component_limits("fixture_misbehave", tight);
+    let tight = LimitOverrides {
+        output_bytes: Some(10),
+        ..LimitOverrides::default()
+    };
+    let builder = builder()
+        .limits(quick_limits())
+        .component_limits("fixture_misbehave", tight);
     let registry = registry(builder, &[guests::FIXTURE_MISBEHAVE, guests::FIXTURE_ECHO]).await;
-    let result = registry.call("misbehave", json!({ "mode": "huge_output", "amount": 11 })).await;
-    assert_eq!(result.error_kind, Some(ErrorKind::OutputLimit), "{}", result.output);
-    let result = registry.call("echo", json!({ "text": "not limited to ten bytes" })).await;
+    let result = registry
+        .call("misbehave", json!({ "mode": "huge_output", "amount": 11 }))
+        .await;
+    assert_eq!(
+        result.error_kind,
+        Some(ErrorKind::OutputLimit),
+        "{}",
+        result.output
+    );
+    let result = registry
+        .call("echo", json!({ "text": "not limited to ten bytes" }))
+        .await;
     assert!(!result.is_error, "{}", result.output);
 }
 
@@ -184,7 +308,16 @@ async fn limits_override_per_component() {
 async fn a_panic_is_a_trap_with_the_panic_message() {
     let registry = misbehave(quick_limits()).await;
     let result = registry.call("misbehave", json!({ "mode": "panic" })).await;
-    assert_eq!(result.error_kind, Some(ErrorKind::Trap), "{}", result.output);
-    assert!(result.output.contains("panicked on purpose"), "{}", result.output);
+    assert_eq!(
+        result.error_kind,
+        Some(ErrorKind::Trap),
+        "{}",
+        result.output
+    );
+    assert!(
+        result.output.contains("panicked on purpose"),
+        "{}",
+        result.output
+    );
     assert_still_serving(&registry).await;
 }

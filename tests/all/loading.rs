@@ -27,7 +27,10 @@ async fn first_wins_and_the_report_names_the_shadowed_tool() {
     let result = registry.call("echo", json!({ "text": "original" })).await;
     assert_eq!(result.output, "original", "the impostor never runs");
     assert_eq!(registry.tool("echo").unwrap().component, "fixture_echo");
-    assert_eq!(registry.tool("twin_only").unwrap().component, "fixture_echo_twin");
+    assert_eq!(
+        registry.tool("twin_only").unwrap().component,
+        "fixture_echo_twin"
+    );
 
     // Loading the impostor again, under any name, changes nothing.
     let bytes = std::fs::read(guests::FIXTURE_ECHO_TWIN).unwrap();
@@ -47,7 +50,11 @@ async fn a_directory_loads_in_file_name_order_and_skips_bad_files() {
     copy_into(path, "c_bad_name.wasm", guests::FIXTURE_BAD_NAME);
     copy_into(path, "d_bad_schema.wasm", guests::FIXTURE_BAD_SCHEMA);
     copy_into(path, "e_no_export.wasm", guests::FIXTURE_NO_EXPORT);
-    copy_into(path, "f_unknown_import.wasm", guests::FIXTURE_UNKNOWN_IMPORT);
+    copy_into(
+        path,
+        "f_unknown_import.wasm",
+        guests::FIXTURE_UNKNOWN_IMPORT,
+    );
     std::fs::write(path.join("g_text.wasm"), "this is not wasm").unwrap();
     std::fs::write(path.join("h_empty.wasm"), "").unwrap();
     // The smallest core module: magic and version 1.
@@ -63,25 +70,62 @@ async fn a_directory_loads_in_file_name_order_and_skips_bad_files() {
     let names: Vec<&str> = reports.iter().map(|r| r.component.as_str()).collect();
     assert_eq!(
         names,
-        ["a_twin", "b_echo", "c_bad_name", "d_bad_schema", "e_no_export", "f_unknown_import", "g_text", "h_empty", "i_core", "j_truncated"]
+        [
+            "a_twin",
+            "b_echo",
+            "c_bad_name",
+            "d_bad_schema",
+            "e_no_export",
+            "f_unknown_import",
+            "g_text",
+            "h_empty",
+            "i_core",
+            "j_truncated"
+        ]
     );
     // The twin came first in file order, so it owns `echo` here.
     assert_eq!(reports[0].registered, ["echo", "twin_only"]);
     assert_eq!(reports[1].shadowed[0].owner, "a_twin");
     assert!(reports[1].registered.contains(&"counter".to_string()));
 
-    let error = |i: usize| reports[i].error.clone().unwrap_or_else(|| panic!("{} loaded", reports[i].component));
-    assert!(matches!(error(2), LoadError::InvalidDescriptor { ref tool, .. } if tool == "bad name!"), "{}", error(2));
-    assert!(error(2).to_string().contains("does not match"), "{}", error(2));
-    assert!(matches!(error(3), LoadError::InvalidDescriptor { ref tool, .. } if tool == "bad_schema"), "{}", error(3));
+    let error = |i: usize| {
+        reports[i]
+            .error
+            .clone()
+            .unwrap_or_else(|| panic!("{} loaded", reports[i].component))
+    };
+    assert!(
+        matches!(error(2), LoadError::InvalidDescriptor { ref tool, .. } if tool == "bad name!"),
+        "{}",
+        error(2)
+    );
+    assert!(
+        error(2).to_string().contains("does not match"),
+        "{}",
+        error(2)
+    );
+    assert!(
+        matches!(error(3), LoadError::InvalidDescriptor { ref tool, .. } if tool == "bad_schema"),
+        "{}",
+        error(3)
+    );
     assert!(matches!(error(4), LoadError::Export(_)), "{}", error(4));
     assert!(matches!(error(5), LoadError::Import(_)), "{}", error(5));
-    assert!(error(5).to_string().contains("fixture:unknown-import/secrets"), "{}", error(5));
+    assert!(
+        error(5)
+            .to_string()
+            .contains("fixture:unknown-import/secrets"),
+        "{}",
+        error(5)
+    );
     assert_eq!(error(6), LoadError::NotWasm);
     assert_eq!(error(7), LoadError::NotWasm);
     assert_eq!(error(8), LoadError::CoreModule);
     assert!(matches!(error(9), LoadError::Compile(_)), "{}", error(9));
-    assert!(registry.tool("good_schema").is_none(), "a component with one invalid tool is skipped whole");
+    assert!(
+        registry.tool("good_schema").is_none(),
+        "a component with one invalid tool is skipped whole"
+    );
     assert_eq!(registry.tools().len(), 5);
 }
 
@@ -94,11 +138,21 @@ async fn a_missing_directory_is_an_operator_error() {
 
 #[tokio::test]
 async fn a_describe_that_never_returns_is_stopped_by_fuel() {
-    let fuel = LimitOverrides { fuel: Some(Some(20_000_000)), ..LimitOverrides::default() };
-    let mut registry = builder().limits(quick_limits()).component_limits("fixture_describe_loop", fuel).build().unwrap();
+    let fuel = LimitOverrides {
+        fuel: Some(Some(20_000_000)),
+        ..LimitOverrides::default()
+    };
+    let mut registry = builder()
+        .limits(quick_limits())
+        .component_limits("fixture_describe_loop", fuel)
+        .build()
+        .unwrap();
     let report = registry.load_file(guests::FIXTURE_DESCRIBE_LOOP).await;
     match report.error {
-        Some(LoadError::Describe { kind: ErrorKind::OutOfFuel, .. }) => {}
+        Some(LoadError::Describe {
+            kind: ErrorKind::OutOfFuel,
+            ..
+        }) => {}
         other => panic!("{other:?}"),
     }
     assert_eq!(registry.tools().len(), 0);
@@ -106,12 +160,22 @@ async fn a_describe_that_never_returns_is_stopped_by_fuel() {
 
 #[tokio::test]
 async fn a_describe_that_never_returns_is_stopped_by_the_timeout() {
-    let slow = LimitOverrides { fuel: Some(None), timeout: Some(Duration::from_millis(200)), ..LimitOverrides::default() };
-    let mut registry = builder().component_limits("fixture_describe_loop", slow).build().unwrap();
+    let slow = LimitOverrides {
+        fuel: Some(None),
+        timeout: Some(Duration::from_millis(200)),
+        ..LimitOverrides::default()
+    };
+    let mut registry = builder()
+        .component_limits("fixture_describe_loop", slow)
+        .build()
+        .unwrap();
     let started = Instant::now();
     let report = registry.load_file(guests::FIXTURE_DESCRIBE_LOOP).await;
     match &report.error {
-        Some(LoadError::Describe { kind: ErrorKind::Timeout, .. }) => {}
+        Some(LoadError::Describe {
+            kind: ErrorKind::Timeout,
+            ..
+        }) => {}
         other => panic!("{other:?}"),
     }
     assert!(started.elapsed() < Duration::from_secs(10));
@@ -123,7 +187,11 @@ async fn a_describe_that_never_returns_is_stopped_by_the_timeout() {
 async fn a_missing_file_is_reported() {
     let mut registry = builder().build().unwrap();
     let report = registry.load_file("/no/such/tool.wasm").await;
-    assert!(matches!(report.error, Some(LoadError::Io(_))), "{:?}", report.error);
+    assert!(
+        matches!(report.error, Some(LoadError::Io(_))),
+        "{:?}",
+        report.error
+    );
     assert_eq!(report.component, "tool");
 }
 
@@ -138,7 +206,16 @@ async fn tool_info_carries_the_descriptor() {
     assert_eq!(echo.descriptor.input_schema["required"], json!(["text"]));
     assert_eq!(echo.source, Source::File(guests::FIXTURE_ECHO.into()));
     let json = serde_json::to_value(echo).unwrap();
-    for key in ["name", "title", "description", "input_schema", "output_schema", "hints", "component", "source"] {
+    for key in [
+        "name",
+        "title",
+        "description",
+        "input_schema",
+        "output_schema",
+        "hints",
+        "component",
+        "source",
+    ] {
         assert!(json.get(key).is_some(), "{key} missing from {json}");
     }
 }

@@ -41,5 +41,10 @@ pub async fn registry(builder: RegistryBuilder, components: &[&str]) -> Registry
 
 /// Asserts that a component loaded with no error.
 pub fn assert_loaded(report: &FileReport) {
-    assert!(report.is_ok(), "{} failed to load: {:?}", report.source, report.error);
+    assert!(
+        report.is_ok(),
+        "{} failed to load: {:?}",
+        report.source,
+        report.error
+    );
 }
