@@ -1,0 +1,33 @@
+# Aliases for commands that also work bare (`just` is optional).
+
+# Build the host, the CLI and (through build scripts) every guest.
+build:
+    cargo build --workspace
+
+# The test suite: unit tests and the integration tests against guests built from source.
+test:
+    cargo test --workspace
+
+# Formatting and clippy, warnings denied, on both workspaces.
+lint:
+    cargo fmt --all -- --check
+    cargo fmt --manifest-path guest-tools/Cargo.toml --all -- --check
+    cargo clippy --workspace --all-targets -- -D warnings
+    cargo clippy --manifest-path guest-tools/Cargo.toml --workspace --release --target wasm32-wasip2 -- -D warnings
+
+# Build the standard toolset into target/tools/, to drop into any tools directory.
+tools:
+    rustup target add wasm32-wasip2
+    cargo build --manifest-path guest-tools/Cargo.toml --release --target wasm32-wasip2 --target-dir target/guest-tools -p toolcage-fs -p toolcage-calc
+    mkdir -p target/tools
+    cp target/guest-tools/wasm32-wasip2/release/toolcage_fs.wasm target/tools/fs.wasm
+    cp target/guest-tools/wasm32-wasip2/release/toolcage_calc.wasm target/tools/calc.wasm
+
+# Run the bundled grep over this repository, mounted read-only at /workspace.
+demo:
+    cargo run -p toolcage -- --mount .:/workspace call grep '{"pattern": "first wins", "path": "/workspace/host/src"}'
+    cargo run -p toolcage -- call calc '{"expression": "2 ^ 10 - sqrt(16)"}'
+
+# Benchmarks: grep over a 50 MB tree and read_file of a 10 MB file, against grep -rn.
+bench:
+    cargo bench -p toolcage-tests
