@@ -76,11 +76,6 @@ pub fn build_guests(packages: &[&str]) -> Vec<Guest> {
         .collect()
 }
 
-/// The Rust identifier for a package: `toolcage-fs` → `TOOLCAGE_FS`.
-pub fn const_name(package: &str) -> String {
-    package.replace('-', "_").to_uppercase()
-}
-
 /// `target/guest-tools`, shared by every build script of the outer workspace
 /// so each guest is built once.
 fn shared_target_dir() -> PathBuf {

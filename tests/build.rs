@@ -27,7 +27,7 @@ fn main() {
 
     let mut code = String::new();
     for guest in build_support::build_guests(&packages) {
-        let name = build_support::const_name(&guest.package);
+        let name = guest.package.replace('-', "_").to_uppercase();
         writeln!(code, "/// The `{}` component.", guest.package).unwrap();
         writeln!(
             code,

@@ -3,5 +3,6 @@
 
 mod calls;
 mod capabilities;
+mod cli;
 mod limits;
 mod loading;

@@ -2,6 +2,8 @@
 //! source by `build.rs`, one runtime per test binary (so each component is
 //! compiled once), and registries built from them.
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -47,4 +49,29 @@ pub fn assert_loaded(report: &FileReport) {
         report.source,
         report.error
     );
+}
+
+static TOOLCAGE_BIN: LazyLock<PathBuf> = LazyLock::new(|| {
+    // The binary lives in another package, so cargo does not build it for
+    // this one's tests: build it once, beside this test executable.
+    let exe = std::env::current_exe().expect("the test binary has a path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "-p", "toolcage", "--bin", "toolcage"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the toolcage binary failed");
+    profile_dir.join("toolcage")
+});
+
+/// A `toolcage` command, the binary built once per test run.
+pub fn toolcage() -> Command {
+    let mut command = Command::new(&*TOOLCAGE_BIN);
+    command.env_remove("RUST_LOG");
+    command
 }

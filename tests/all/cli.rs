@@ -1,0 +1,386 @@
+//! The `toolcage` command: its flags, output formats and exit statuses.
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use toolcage_tests::{guests, toolcage};
+
+/// A tools directory holding the echo and twin fixtures.
+fn tools_dir() -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(guests::FIXTURE_ECHO, dir.path().join("echo.wasm")).unwrap();
+    std::fs::copy(guests::FIXTURE_ECHO_TWIN, dir.path().join("twin.wasm")).unwrap();
+    std::fs::copy(guests::FIXTURE_MISBEHAVE, dir.path().join("misbehave.wasm")).unwrap();
+    dir
+}
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    toolcage()
+        .arg("--no-bundled")
+        .arg("--tools")
+        .arg(dir)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn list_prints_a_table_and_json() {
+    let dir = tools_dir();
+    let output = run(dir.path(), &["list"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.starts_with("NAME"), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("echo")
+            && l.contains("read_only,idempotent")
+            && l.contains("Repeats")),
+        "{text}"
+    );
+    assert!(
+        stderr(&output).contains("tool `echo` is already provided by `echo`; ignored (first wins)"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = run(dir.path(), &["list", "--json"]);
+    let tools: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let echo = tools.iter().find(|t| t["name"] == "echo").unwrap();
+    let keys: Vec<&str> = echo
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "name",
+            "title",
+            "description",
+            "input_schema",
+            "output_schema",
+            "hints",
+            "component",
+            "source"
+        ]
+    );
+    assert_eq!(
+        echo["hints"],
+        json!({ "read_only": true, "idempotent": true, "destructive": false, "open_world": false })
+    );
+    assert_eq!(echo["component"], "echo");
+}
+
+#[test]
+fn inspect_shows_the_whole_descriptor() {
+    let dir = tools_dir();
+    let output = run(dir.path(), &["inspect", "echo"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.contains("title:       Echo") && text.contains("\"maxLength\": 100000"),
+        "{text}"
+    );
+    let output = run(dir.path(), &["inspect", "echo", "--json"]);
+    let tool: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(tool["input_schema"]["required"], json!(["text"]));
+    let output = run(dir.path(), &["inspect", "nope"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("no tool named `nope`; available: echo"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn call_prints_the_output_and_exits_by_outcome() {
+    let dir = tools_dir();
+    let output = run(
+        dir.path(),
+        &["call", "echo", r#"{"text": "hi", "repeat": 2}"#],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "hihi\n");
+
+    let output = run(
+        dir.path(),
+        &["call", "echo", "--arg", "text=ho", "--arg", "repeat=2"],
+    );
+    assert_eq!(stdout(&output), "hoho\n", "{}", stderr(&output));
+    // `7` parses as JSON, so it is a number, which `text` does not accept.
+    let output = run(dir.path(), &["call", "echo", "--arg", "text=7"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stdout(&output).contains(r#"- /text: 7 is not of type "string""#),
+        "{}",
+        stdout(&output)
+    );
+
+    let output = run(dir.path(), &["call", "fail"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("`fail` failed: tool_error"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = run(dir.path(), &["call", "echo", "{not json"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).contains("not valid JSON"));
+
+    let output = run(dir.path(), &["call", "nope"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stdout(&output).contains("Available tools: echo, counter"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn call_reads_arguments_from_stdin() {
+    let dir = tools_dir();
+    let mut child = toolcage()
+        .args(["--no-bundled", "--tools"])
+        .arg(dir.path())
+        .args(["call", "echo", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"text": "from stdin"}"#)
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(stdout(&output), "from stdin\n", "{}", stderr(&output));
+}
+
+#[test]
+fn call_json_has_every_field() {
+    let dir = tools_dir();
+    let output = run(dir.path(), &["--json", "call", "echo", r#"{"text": "x"}"#]);
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    for key in [
+        "tool",
+        "is_error",
+        "error_kind",
+        "output",
+        "details",
+        "duration_ms",
+        "fuel_used",
+        "logs",
+    ] {
+        assert!(result.get(key).is_some(), "{key} missing: {result}");
+    }
+    assert_eq!(result["error_kind"], Value::Null);
+    assert_eq!(result["details"], json!({ "length": 1 }));
+
+    let output = run(
+        dir.path(),
+        &[
+            "--timeout-ms",
+            "200",
+            "call",
+            "misbehave",
+            r#"{"mode": "sleep"}"#,
+            "--json",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["error_kind"], "timeout");
+}
+
+#[test]
+fn limit_flags_apply() {
+    let dir = tools_dir();
+    let output = run(
+        dir.path(),
+        &[
+            "--fuel",
+            "1000000",
+            "call",
+            "misbehave",
+            r#"{"mode": "loop"}"#,
+            "--json",
+        ],
+    );
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["error_kind"], "out_of_fuel");
+    let output = run(
+        dir.path(),
+        &[
+            "--memory-mib",
+            "32",
+            "call",
+            "misbehave",
+            r#"{"mode": "hog"}"#,
+            "--json",
+        ],
+    );
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["error_kind"], "memory_limit");
+    let output = run(
+        dir.path(),
+        &[
+            "--output-kib",
+            "1",
+            "call",
+            "misbehave",
+            r#"{"mode": "huge_output", "amount": 2000}"#,
+            "--json",
+        ],
+    );
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["error_kind"], "output_limit");
+    let output = run(dir.path(), &["--fuel", "lots", "list"]);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn mounts_from_flags() {
+    let dir = tools_dir();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("note.txt"), "mounted").unwrap();
+    let mount = format!("{}:/data", data.path().display());
+    let args = [r#"{"mode": "read", "path": "/data/note.txt"}"#];
+    let output = run(
+        dir.path(),
+        &["--mount", &mount, "call", "misbehave", args[0]],
+    );
+    assert_eq!(stdout(&output), "mounted\n", "{}", stderr(&output));
+    let output = run(
+        dir.path(),
+        &[
+            "--mount",
+            &mount,
+            "call",
+            "misbehave",
+            r#"{"mode": "write", "path": "/data/x", "content": "y"}"#,
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1), "read-only by default");
+    let rw = format!("{mount}:rw");
+    let output = run(
+        dir.path(),
+        &[
+            "--mount",
+            &rw,
+            "call",
+            "misbehave",
+            r#"{"mode": "write", "path": "/data/x", "content": "y"}"#,
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+    assert_eq!(std::fs::read_to_string(data.path().join("x")).unwrap(), "y");
+    let output = run(dir.path(), &["--mount", "/no/such/dir:/data", "list"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("/no/such/dir"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn check_reports_each_file() {
+    let output = toolcage()
+        .args(["check", guests::FIXTURE_ECHO, guests::FIXTURE_BAD_SCHEMA])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let text = stdout(&output);
+    assert!(
+        text.contains("ok    ") && text.contains("echo, counter, fail, bad_details"),
+        "{text}"
+    );
+    assert!(
+        text.contains("FAIL  ") && text.contains("bad_schema"),
+        "{text}"
+    );
+
+    let output = toolcage()
+        .args(["check", "--json", guests::FIXTURE_ECHO])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let reports: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(reports[0]["ok"], true);
+    assert_eq!(reports[0]["tools"][0]["name"], "echo");
+}
+
+#[test]
+fn the_config_file_sets_directories_limits_and_mounts() {
+    let dir = tools_dir();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("note.txt"), "from config").unwrap();
+    let config = format!(
+        "tools = [\"{}\"]\nbundled = false\n[limits]\ntimeout_ms = 200\n[[mounts]]\nhost = \"{}\"\nguest = \"/data\"\n",
+        dir.path().display(),
+        data.path().display()
+    );
+    let config_path = data.path().join("toolcage.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let call = |args: &str| {
+        toolcage()
+            .current_dir(data.path())
+            .args(["--json", "call", "misbehave", args])
+            .output()
+            .unwrap()
+    };
+    // Found as ./toolcage.toml.
+    let output = call(r#"{"mode": "read", "path": "/data/note.txt"}"#);
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["output"], "from config", "{}", stderr(&output));
+    let output = call(r#"{"mode": "sleep"}"#);
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["error_kind"], "timeout");
+
+    std::fs::write(&config_path, "[limits]\ntimeout = 5\n").unwrap();
+    let output = toolcage()
+        .arg("--config")
+        .arg(&config_path)
+        .arg("list")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("unknown field `timeout`"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let output = toolcage().args(["call"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let output = toolcage()
+        .args(["--mount", "nocolon", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let output = toolcage()
+        .args(["call", "echo", "{}", "--arg", "a=b"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+}
