@@ -416,10 +416,15 @@ impl Parser {
             return Ok(());
         }
         let Some(&(_, function)) = FUNCTIONS.iter().find(|(n, _)| *n == name) else {
-            let what = if called { "function" } else { "name" };
+            let problem = if called {
+                format!("Unknown function '{name}' at position {position}.")
+            } else {
+                format!(
+                    "Unknown name '{name}' at position {position}: variables are not supported."
+                )
+            };
             return Err(format!(
-                "Unknown {what} '{name}' at position {position}; variables are not supported. \
-                 Supported functions: {}. Supported constants: {}.",
+                "{problem} Supported functions: {}. Supported constants: {}.",
                 FUNCTIONS
                     .iter()
                     .map(|(n, _)| *n)
