@@ -1,0 +1,312 @@
+//! `list_dir`: the entries of a directory, optionally several levels deep.
+//!
+//! Entries are sorted by path (component by component, so a directory's
+//! contents follow it), symlinks are listed but not followed, and `/` lists the
+//! mounted directories.
+
+use crate::paths;
+use std::path::Path;
+use toolcage_guest::{Descriptor, Outcome, Tool, Value, json, parse_args};
+use walkdir::WalkDir;
+
+/// The deepest listing allowed.
+pub const MAX_DEPTH: usize = 10;
+/// The most entries one call returns.
+pub const MAX_ENTRIES: usize = 1000;
+
+/// The `list_dir` tool.
+pub struct ListDir;
+
+#[derive(serde::Deserialize)]
+struct Args {
+    path: String,
+    #[serde(default = "one")]
+    depth: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// One listed entry.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Entry {
+    /// The path relative to the listed directory.
+    pub path: String,
+    /// `file`, `dir`, `symlink` or `other`.
+    pub kind: &'static str,
+    /// The size in bytes, for files.
+    pub size: Option<u64>,
+}
+
+/// The entries found, at most `cap`.
+#[derive(Debug, Default, PartialEq)]
+pub struct Listing {
+    pub entries: Vec<Entry>,
+    /// More entries existed than the cap.
+    pub truncated: bool,
+    /// Entries that could not be read (permissions, races).
+    pub unreadable: usize,
+}
+
+/// Lists `dir` (a normalized absolute path) down to `depth` levels, at most
+/// `cap` entries. The walk starts from `roots`: `dir` itself, or the mounts
+/// when `dir` is `/` (see [`paths::walk_roots`]).
+pub fn list(dir: &str, roots: &[String], depth: usize, cap: usize) -> Listing {
+    let mut listing = Listing::default();
+    for root in roots {
+        // A mount below `dir` is an entry itself, one level down.
+        let (min_depth, max_depth) = if root == dir {
+            (1, depth)
+        } else {
+            (0, depth.saturating_sub(1))
+        };
+        let walk = WalkDir::new(root)
+            .min_depth(min_depth)
+            .max_depth(max_depth)
+            .sort_by_file_name();
+        for entry in walk {
+            let Ok(entry) = entry else {
+                listing.unreadable += 1;
+                continue;
+            };
+            if listing.entries.len() == cap {
+                listing.truncated = true;
+                return listing;
+            }
+            let file_type = entry.file_type();
+            let kind = if file_type.is_dir() {
+                "dir"
+            } else if file_type.is_symlink() {
+                "symlink"
+            } else if file_type.is_file() {
+                "file"
+            } else {
+                "other"
+            };
+            let size = if file_type.is_file() {
+                entry.metadata().ok().map(|metadata| metadata.len())
+            } else {
+                None
+            };
+            listing.entries.push(Entry {
+                path: relative(entry.path(), dir),
+                kind,
+                size,
+            });
+        }
+    }
+    listing
+}
+
+/// `path` relative to `dir`, as a string.
+fn relative(path: &Path, dir: &str) -> String {
+    path.strip_prefix(dir)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// One line per entry: `dir  src/`, `file 1234 src/main.rs`, `link src/x`.
+pub fn render(dir: &str, listing: &Listing) -> String {
+    let mut out = String::new();
+    for entry in &listing.entries {
+        let line = match (entry.kind, entry.size) {
+            ("dir", _) => format!("dir  {}/", entry.path),
+            ("file", Some(size)) => format!("file {size} {}", entry.path),
+            ("file", None) => format!("file ? {}", entry.path),
+            ("symlink", _) => format!("link {}", entry.path),
+            (_, _) => format!("other {}", entry.path),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if listing.entries.is_empty() {
+        out.push_str(&format!("`{dir}` is empty.\n"));
+    }
+    if listing.truncated {
+        out.push_str(&format!(
+            "[Showing the first {} entries. List a subdirectory or use a smaller depth to see \
+             the rest.]\n",
+            listing.entries.len()
+        ));
+    }
+    if listing.unreadable > 0 {
+        out.push_str(&format!(
+            "[{} entries could not be read and are not shown.]\n",
+            listing.unreadable
+        ));
+    }
+    out
+}
+
+impl Tool for ListDir {
+    fn descriptor() -> Descriptor {
+        Descriptor::new(
+            "list_dir",
+            "Lists a directory: one line per entry, `dir  name/`, `file <bytes> name` or \
+             `link name` (symlinks are not followed), with paths relative to `path` and sorted. \
+             depth 1 (the default) lists direct children; up to 10 lists subdirectories \
+             recursively. At most 1000 entries are returned. `/` lists the mounted \
+             directories, which is a good first call to see what is available. Use glob to \
+             find files by name pattern across a tree.",
+        )
+        .title("List directory")
+        .input_schema(json!({
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "Absolute path of the directory, e.g. /workspace, or / for \
+                                    the mounted directories."
+                },
+                "depth": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_DEPTH,
+                    "description": "How many levels to list. Default 1."
+                }
+            },
+            "required": ["path"],
+            "additionalProperties": false
+        }))
+        .output_schema(json!({
+            "type": "object",
+            "properties": {
+                "path": { "type": "string", "description": "The normalized absolute path." },
+                "entries": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "path": { "type": "string", "description": "Relative to path." },
+                            "kind": { "enum": ["file", "dir", "symlink", "other"] },
+                            "size": {
+                                "type": ["integer", "null"],
+                                "minimum": 0,
+                                "description": "Size in bytes for files, else null."
+                            }
+                        },
+                        "required": ["path", "kind", "size"],
+                        "additionalProperties": false
+                    }
+                },
+                "truncated": {
+                    "type": "boolean",
+                    "description": "More than 1000 entries existed; only the first are listed."
+                }
+            },
+            "required": ["path", "entries", "truncated"],
+            "additionalProperties": false
+        }))
+        .read_only()
+        .idempotent()
+    }
+
+    fn call(args: Value) -> Result<Outcome, Outcome> {
+        let args: Args = parse_args(args)?;
+        let path = paths::resolve(&args.path).map_err(Outcome::text)?;
+        let roots = paths::walk_roots(&path);
+        if roots.contains(&path) {
+            let metadata = std::fs::metadata(&path)
+                .map_err(|error| Outcome::text(paths::io_error("list", &path, &error)))?;
+            if !metadata.is_dir() {
+                return Err(Outcome::text(format!(
+                    "`{path}` is a file, not a directory. Use read_file to read it."
+                )));
+            }
+        }
+        let depth = args.depth.clamp(1, MAX_DEPTH);
+        let listing = list(&path, &roots, depth, MAX_ENTRIES);
+        let details = json!({
+            "path": path,
+            "entries": listing.entries,
+            "truncated": listing.truncated,
+        });
+        Ok(Outcome::text(render(&path, &listing)).with_details(details))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TestDir;
+
+    fn tree() -> TestDir {
+        let dir = TestDir::new();
+        dir.write("b.txt", "bb");
+        dir.write("a/x.rs", "x");
+        dir.write("a/deep/y.rs", "yy");
+        dir.write("a-b", "");
+        dir
+    }
+
+    #[test]
+    fn lists_one_level_sorted() {
+        let dir = tree();
+        let root = dir.path("");
+        let listing = list(&root, std::slice::from_ref(&root), 1, 100);
+        let paths: Vec<&str> = listing.entries.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["a", "a-b", "b.txt"]);
+        assert_eq!(
+            render(&root, &listing),
+            "dir  a/\nfile 0 a-b\nfile 2 b.txt\n"
+        );
+    }
+
+    #[test]
+    fn lists_deeper_in_tree_order() {
+        let dir = tree();
+        let root = dir.path("");
+        let listing = list(&root, std::slice::from_ref(&root), 3, 100);
+        let paths: Vec<&str> = listing.entries.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["a", "a/deep", "a/deep/y.rs", "a/x.rs", "a-b", "b.txt"]
+        );
+        let listing = list(&root, std::slice::from_ref(&root), 2, 100);
+        assert_eq!(listing.entries.len(), 5);
+    }
+
+    #[test]
+    fn caps_entries() {
+        let dir = tree();
+        let root = dir.path("");
+        let listing = list(&root, std::slice::from_ref(&root), 3, 2);
+        assert_eq!(listing.entries.len(), 2);
+        assert!(listing.truncated);
+        assert!(render(&root, &listing).ends_with("[Showing the first 2 entries. List a subdirectory or use a smaller depth to see the rest.]\n"));
+        let exact = list(&root, std::slice::from_ref(&root), 1, 3);
+        assert!(!exact.truncated);
+    }
+
+    #[test]
+    fn lists_mounts_as_entries_of_the_root() {
+        let dir = tree();
+        let mounts = vec![dir.path("a"), dir.path("b.txt")];
+        let listing = list(&dir.path(""), &mounts, 2, 100);
+        let paths: Vec<&str> = listing.entries.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["a", "a/deep", "a/x.rs", "b.txt"]);
+    }
+
+    #[test]
+    fn lists_through_the_tool() {
+        let dir = tree();
+        let outcome = ListDir::call(json!({ "path": dir.path("a") })).unwrap();
+        assert_eq!(outcome.output, "dir  deep/\nfile 1 x.rs\n");
+        assert_eq!(
+            outcome.details.unwrap()["entries"],
+            json!([
+                { "path": "deep", "kind": "dir", "size": null },
+                { "path": "x.rs", "kind": "file", "size": 1 }
+            ])
+        );
+        let e = ListDir::call(json!({ "path": dir.path("b.txt") })).unwrap_err();
+        assert!(e.output.contains("is a file"), "{}", e.output);
+        let e = ListDir::call(json!({ "path": dir.path("nope") })).unwrap_err();
+        assert!(e.output.contains("does not exist"), "{}", e.output);
+        std::fs::create_dir(dir.path("empty")).unwrap();
+        let outcome = ListDir::call(json!({ "path": dir.path("empty") })).unwrap();
+        assert!(outcome.output.ends_with("` is empty.\n"));
+    }
+}

@@ -1,0 +1,136 @@
+//! Text helpers shared by the tools: binary detection, UTF-8 checks, line
+//! counting and shortening long lines. Everything is a linear scan, since the
+//! tools run under fuel metering and files can be large.
+
+use memchr::memchr;
+
+/// How much of a file's start is sniffed for NUL bytes, as git and ripgrep do.
+pub const SNIFF_BYTES: usize = 8 * 1024;
+
+/// Whether `bytes` look binary: a NUL byte within the first [`SNIFF_BYTES`].
+pub fn is_binary(bytes: &[u8]) -> bool {
+    memchr(0, &bytes[..bytes.len().min(SNIFF_BYTES)]).is_some()
+}
+
+/// The file's bytes as text, or a message saying why they are not text.
+pub fn as_text<'a>(path: &str, bytes: &'a [u8]) -> Result<&'a str, String> {
+    if is_binary(bytes) {
+        return Err(format!(
+            "`{path}` looks like a binary file (it contains NUL bytes), and this tool only \
+             handles UTF-8 text. Use grep to search it, or leave it alone."
+        ));
+    }
+    std::str::from_utf8(bytes).map_err(|error| {
+        let line = line_of(bytes, error.valid_up_to());
+        format!(
+            "`{path}` is not valid UTF-8 (the first invalid byte is on line {line}): it may be \
+             binary or use another encoding, and this tool only handles UTF-8 text."
+        )
+    })
+}
+
+/// The number of lines in `text`. A final line without a trailing newline
+/// counts; the empty string after a final newline does not.
+pub fn count_lines(text: &[u8]) -> usize {
+    let newlines = memchr::memchr_iter(b'\n', text).count();
+    newlines + usize::from(text.last().is_some_and(|&b| b != b'\n'))
+}
+
+/// The 1-based line number of byte `offset` in `bytes`.
+pub fn line_of(bytes: &[u8], offset: usize) -> usize {
+    1 + memchr::memchr_iter(b'\n', &bytes[..offset.min(bytes.len())]).count()
+}
+
+/// `line` cut to at most `max_chars` characters, or `None` when it fits.
+pub fn cut_line(line: &str, max_chars: usize) -> Option<&str> {
+    if line.len() <= max_chars {
+        return None; // fewer bytes than the limit: certainly fewer characters
+    }
+    line.char_indices()
+        .nth(max_chars)
+        .map(|(end, _)| &line[..end])
+}
+
+/// `bytes` as one line of output: lossy UTF-8, without a trailing `\r`, with
+/// control characters other than tab replaced by `�`, and cut to `max_bytes`
+/// (at a character boundary) with a trailing `…` when longer.
+pub fn display_line(bytes: &[u8], max_bytes: usize) -> String {
+    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    let cut = bytes.len() > max_bytes;
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(max_bytes)]);
+    let mut line: String = text
+        .chars()
+        .map(|c| {
+            if c.is_control() && c != '\t' {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if cut {
+        // A character split by the cut decoded as a trailing `�`: drop it.
+        if line.ends_with('\u{FFFD}') {
+            line.pop();
+        }
+        line.push('…');
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_binary_by_nul_in_the_first_8_kib() {
+        assert!(!is_binary(b"plain text\n"));
+        assert!(is_binary(b"PK\x03\x04\0\0"));
+        let mut late = vec![b'a'; SNIFF_BYTES];
+        late.push(0);
+        assert!(
+            !is_binary(&late),
+            "a NUL past the sniffed prefix is not looked at"
+        );
+        assert!(!is_binary(b""));
+    }
+
+    #[test]
+    fn refuses_binary_and_invalid_utf8() {
+        assert_eq!(as_text("/w/a", b"ok\n"), Ok("ok\n"));
+        let e = as_text("/w/a", b"\0\x01").unwrap_err();
+        assert!(e.contains("binary"), "{e}");
+        let e = as_text("/w/a", b"one\ntwo\n\xff\n").unwrap_err();
+        assert!(e.contains("not valid UTF-8") && e.contains("line 3"), "{e}");
+    }
+
+    #[test]
+    fn counts_lines() {
+        assert_eq!(count_lines(b""), 0);
+        assert_eq!(count_lines(b"\n"), 1);
+        assert_eq!(count_lines(b"a"), 1);
+        assert_eq!(count_lines(b"a\nb"), 2);
+        assert_eq!(count_lines(b"a\nb\n"), 2);
+        assert_eq!(count_lines(b"a\n\n"), 2);
+        assert_eq!(line_of(b"a\nb\nc", 0), 1);
+        assert_eq!(line_of(b"a\nb\nc", 2), 2);
+        assert_eq!(line_of(b"a\nb\nc", 4), 3);
+    }
+
+    #[test]
+    fn cuts_long_lines_at_character_boundaries() {
+        assert_eq!(cut_line("short", 10), None);
+        assert_eq!(cut_line("ééé", 3), None);
+        assert_eq!(cut_line("éééé", 3), Some("ééé"));
+        assert_eq!(cut_line("abcdef", 4), Some("abcd"));
+    }
+
+    #[test]
+    fn displays_lines_safely() {
+        assert_eq!(display_line(b"let x = 1;\r", 100), "let x = 1;");
+        assert_eq!(display_line(b"a\x1bb\tc", 100), "a\u{FFFD}b\tc");
+        assert_eq!(display_line(b"abcdef", 3), "abc…");
+        assert_eq!(display_line("aé".as_bytes(), 2), "a…");
+        assert_eq!(display_line(b"\xffx", 10), "\u{FFFD}x");
+    }
+}
