@@ -30,8 +30,11 @@ use crate::{Error, LoadError};
 #[derive(Clone)]
 pub struct Runtime {
     engines: Arc<Engines>,
-    compiled: Arc<Mutex<HashMap<(String, usize), ToolsetPre<CallState>>>>,
+    compiled: Arc<Mutex<HashMap<CompiledKey, ToolsetPre<CallState>>>>,
 }
+
+/// A component's BLAKE3 hash and the stack limit it was compiled for.
+type CompiledKey = (String, usize);
 
 impl Runtime {
     /// Starts the engines' epoch ticker thread. It stops when the last clone

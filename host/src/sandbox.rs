@@ -434,7 +434,7 @@ pub(crate) fn human_bytes(bytes: usize) -> String {
 }
 
 fn human_duration(duration: Duration) -> String {
-    if duration.as_millis() % 1000 == 0 {
+    if duration.as_millis().is_multiple_of(1000) {
         format!("{} s", duration.as_secs())
     } else {
         format!("{} ms", duration.as_millis())
