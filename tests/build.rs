@@ -23,7 +23,7 @@ fn main() {
         .collect();
     fixtures.sort();
     let mut packages: Vec<&str> = fixtures.iter().map(String::as_str).collect();
-    // packages.extend(["toolcage-fs", "toolcage-calc"]);
+    packages.extend(["toolcage-fs", "toolcage-calc"]);
 
     let mut code = String::new();
     for guest in build_support::build_guests(&packages) {

@@ -38,10 +38,28 @@ type CompiledKey = (String, usize);
 
 impl Runtime {
     /// Starts the engines' epoch ticker thread. It stops when the last clone
-    /// of the runtime, and every registry using it, is dropped.
+    /// of the runtime, and every registry using it, is dropped. Compiled
+    /// components are cached in memory only.
     pub fn new() -> Result<Self, Error> {
+        Runtime::with_cache(None)
+    }
+
+    /// Like [`Runtime::new`], also caching compiled components on disk in
+    /// `dir`, so a new process skips recompiling unchanged components. The
+    /// cache is keyed by the component's bytes and the engine's settings.
+    /// Whoever can write to `dir` can change the native code toolcage runs:
+    /// give it the same protection as the toolcage binary.
+    pub fn with_disk_cache(dir: impl Into<std::path::PathBuf>) -> Result<Self, Error> {
+        let mut config = wasmtime::CacheConfig::new();
+        config.with_directory(dir.into());
+        let cache = wasmtime::Cache::new(config)
+            .map_err(|e| Error::Engine(format!("compile cache: {e:#}")))?;
+        Runtime::with_cache(Some(cache))
+    }
+
+    fn with_cache(cache: Option<wasmtime::Cache>) -> Result<Self, Error> {
         Ok(Runtime {
-            engines: Arc::new(Engines::new()?),
+            engines: Arc::new(Engines::new(cache)?),
             compiled: Arc::default(),
         })
     }
@@ -97,13 +115,14 @@ pub(crate) struct EngineHandle {
 
 /// The engines, by stack limit, and their ticker.
 pub(crate) struct Engines {
+    cache: Option<wasmtime::Cache>,
     by_stack: Mutex<HashMap<usize, EngineHandle>>,
     ticked: Arc<Mutex<Vec<wasmtime::Engine>>>,
     stop: Arc<AtomicBool>,
 }
 
 impl Engines {
-    pub fn new() -> Result<Self, Error> {
+    pub fn new(cache: Option<wasmtime::Cache>) -> Result<Self, Error> {
         let ticked: Arc<Mutex<Vec<wasmtime::Engine>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (engines, flag) = (ticked.clone(), stop.clone());
@@ -119,6 +138,7 @@ impl Engines {
             })
             .map_err(|e| Error::Engine(format!("cannot start the epoch ticker: {e}")))?;
         Ok(Engines {
+            cache,
             by_stack: Mutex::default(),
             ticked,
             stop,
@@ -131,7 +151,7 @@ impl Engines {
         if let Some(handle) = by_stack.get(&stack_bytes) {
             return Ok(handle.clone());
         }
-        let handle = new_engine(stack_bytes)?;
+        let handle = new_engine(stack_bytes, self.cache.clone())?;
         self.ticked
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -147,9 +167,10 @@ impl Drop for Engines {
     }
 }
 
-fn new_engine(stack_bytes: usize) -> Result<EngineHandle, Error> {
+fn new_engine(stack_bytes: usize, cache: Option<wasmtime::Cache>) -> Result<EngineHandle, Error> {
     let mut config = wasmtime::Config::new();
     config
+        .cache(cache)
         .wasm_component_model(true)
         .consume_fuel(true)
         .epoch_interruption(true)

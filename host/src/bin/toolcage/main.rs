@@ -154,7 +154,7 @@ impl Settings {
     /// The registry: bundled tools first, then every tools directory in
     /// order, with load diagnostics on stderr.
     async fn registry(&self) -> anyhow::Result<Registry> {
-        let mut registry = self.builder().build()?;
+        let mut registry = self.builder().runtime(&runtime()?).build()?;
         if self.bundled {
             print::diagnostics(&load_bundled(&mut registry).await);
         }
@@ -176,9 +176,27 @@ async fn load_bundled(_: &mut Registry) -> Vec<FileReport> {
     Vec::new()
 }
 
+/// The runtime, caching compiled components in `$XDG_CACHE_HOME/toolcage`
+/// (or `~/.cache/toolcage`) so that a command does not recompile unchanged
+/// tools; without a cache directory, or with `TOOLCAGE_NO_CACHE` set, it
+/// compiles every time.
+fn runtime() -> anyhow::Result<Runtime> {
+    let dir = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+        .filter(|_| std::env::var_os("TOOLCAGE_NO_CACHE").is_none());
+    if let Some(dir) = dir {
+        match Runtime::with_disk_cache(dir.join("toolcage")) {
+            Ok(runtime) => return Ok(runtime),
+            Err(e) => tracing::warn!("compiling without a cache: {e}"),
+        }
+    }
+    Ok(Runtime::new()?)
+}
+
 /// Loads each file into a registry of its own, so each is judged alone.
 async fn check(settings: &Settings, files: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
-    let runtime = Runtime::new()?;
+    let runtime = runtime()?;
     let mut reports = Vec::with_capacity(files.len());
     for file in files {
         let mut registry = settings.builder().runtime(&runtime).build()?;
