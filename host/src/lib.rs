@@ -36,6 +36,7 @@
 //! cause comes back as a [`CallResult`] with an [`ErrorKind`], never as a
 //! panic or an `Err`.
 
+pub mod agent;
 mod bindings;
 #[cfg(feature = "bundled-tools")]
 mod bundled;

@@ -1,0 +1,150 @@
+//! What a [`Runner`](super::Runner) reports while it runs a batch, for user
+//! interfaces and logs.
+//!
+//! Threat model: event contents (arguments, log lines, progress messages,
+//! outputs) come from a model or a tool and are untrusted text; the core caps
+//! guest events at 1,000 per call and 4 KiB each. Every call of a batch
+//! produces exactly one [`AgentEvent::ToolCall`] first and one
+//! [`AgentEvent::ToolResult`] last, with its guest's logs and progress in
+//! between; events of different calls of a concurrent batch interleave.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::{ErrorKind, LogLevel};
+
+/// What one call cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Metrics {
+    /// Wall time of the call, serialized as `duration_ms` (milliseconds,
+    /// with microsecond precision). For a cache hit, the time of the lookup.
+    #[serde(rename = "duration_ms", serialize_with = "millis")]
+    pub duration: Duration,
+    /// Fuel the guest consumed; 0 when no guest ran (a cache hit, a refused
+    /// or cancelled call).
+    pub fuel_used: u64,
+    /// Whether the result came from the result cache.
+    pub cached: bool,
+}
+
+fn millis<S: serde::Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((duration.as_secs_f64() * 1e6).round() / 1e3)
+}
+
+/// An event of a batch. Serialized as an object with a `type` of
+/// `tool_call`, `tool_progress`, `tool_log` or `tool_result`, then
+/// `call_id`, `tool`, `timestamp_ms` (Unix time in milliseconds) and the
+/// event's own fields.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AgentEvent {
+    /// The runner took up a call: the first event of every call.
+    ToolCall {
+        /// The call's id.
+        call_id: String,
+        /// The tool's name, as the model wrote it.
+        tool: String,
+        /// When, in milliseconds since the Unix epoch.
+        timestamp_ms: u64,
+        /// The arguments: parsed, or the model's text as a string when it is
+        /// not JSON.
+        arguments: Value,
+    },
+    /// The guest reported progress.
+    ToolProgress {
+        /// The call's id.
+        call_id: String,
+        /// The tool's name.
+        tool: String,
+        /// When, in milliseconds since the Unix epoch.
+        timestamp_ms: u64,
+        /// What is happening.
+        message: String,
+        /// How far along, in `0.0..=1.0`, when known.
+        fraction: Option<f32>,
+    },
+    /// The guest logged a line.
+    ToolLog {
+        /// The call's id.
+        call_id: String,
+        /// The tool's name.
+        tool: String,
+        /// When, in milliseconds since the Unix epoch.
+        timestamp_ms: u64,
+        /// Its severity.
+        level: LogLevel,
+        /// The text.
+        message: String,
+    },
+    /// The call finished, ran or not: the last event of every call.
+    ToolResult {
+        /// The call's id.
+        call_id: String,
+        /// The tool's name.
+        tool: String,
+        /// When, in milliseconds since the Unix epoch.
+        timestamp_ms: u64,
+        /// Whether the call failed.
+        is_error: bool,
+        /// Why it failed.
+        error_kind: Option<ErrorKind>,
+        /// The text for the model.
+        output: String,
+        /// Structured details.
+        details: Option<Value>,
+        /// What it cost.
+        metrics: Metrics,
+    },
+}
+
+impl AgentEvent {
+    /// The id of the call the event is about.
+    pub fn call_id(&self) -> &str {
+        match self {
+            AgentEvent::ToolCall { call_id, .. }
+            | AgentEvent::ToolProgress { call_id, .. }
+            | AgentEvent::ToolLog { call_id, .. }
+            | AgentEvent::ToolResult { call_id, .. } => call_id,
+        }
+    }
+
+    /// The name of the tool the event is about.
+    pub fn tool(&self) -> &str {
+        match self {
+            AgentEvent::ToolCall { tool, .. }
+            | AgentEvent::ToolProgress { tool, .. }
+            | AgentEvent::ToolLog { tool, .. }
+            | AgentEvent::ToolResult { tool, .. } => tool,
+        }
+    }
+
+    /// The event's type as serialized: `tool_call`, `tool_progress`,
+    /// `tool_log` or `tool_result`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AgentEvent::ToolCall { .. } => "tool_call",
+            AgentEvent::ToolProgress { .. } => "tool_progress",
+            AgentEvent::ToolLog { .. } => "tool_log",
+            AgentEvent::ToolResult { .. } => "tool_result",
+        }
+    }
+
+    /// When it happened, in milliseconds since the Unix epoch.
+    pub fn timestamp_ms(&self) -> u64 {
+        match self {
+            AgentEvent::ToolCall { timestamp_ms, .. }
+            | AgentEvent::ToolProgress { timestamp_ms, .. }
+            | AgentEvent::ToolLog { timestamp_ms, .. }
+            | AgentEvent::ToolResult { timestamp_ms, .. } => *timestamp_ms,
+        }
+    }
+}
+
+/// Now, in milliseconds since the Unix epoch (0 if the clock is before it).
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,54 @@
+//! Plugging a [`Registry`](crate::Registry) into an agent loop: tool
+//! definitions for the model, the model's tool calls parsed from a provider's
+//! response, batches of calls run under the operator's permission rules, and
+//! results rendered back in the provider's format.
+//!
+//! Formats: OpenAI Chat Completions, OpenAI Responses, Anthropic Messages and
+//! MCP ([`Format`]). One turn of a loop:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use toolcage::agent::{self, Format, Permission, Permissions, Runner};
+//!
+//! # async fn demo(registry: toolcage::Registry, response: serde_json::Value) -> Result<(), Box<dyn std::error::Error>> {
+//! let tools = agent::definitions(&registry, Format::OpenAi); // `tools` of the request
+//! let runner = Runner::new(Arc::new(registry))
+//!     .permissions(Permissions::allow_all().rule("write_*", Permission::Ask)?)
+//!     .approver(|request: agent::ApprovalRequest| async move { agent::Approval::Approve });
+//! let (format, calls) = agent::parse_calls(&response, None)?; // the model's reply
+//! let results = runner.run(calls).await;
+//! let messages = agent::render_results(format, &results); // append to the conversation
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Threat model
+//!
+//! Everything in a model's response is untrusted: it may name tools that do
+//! not exist, send arguments that are not JSON, or have been steered by a
+//! prompt injection into calling tools it should not. Parsing checks only
+//! the provider's envelope; what the model wrote becomes a result the model
+//! can act on, never an `Err` or a panic. The operator's [`Permissions`]
+//! (deny-by-default in a [`Runner`]) decide which calls run, with `ask`
+//! deferring to an embedder's [`Approver`]. Tools' side-effect hints are
+//! their own claims: they decide scheduling (read-only batches run
+//! concurrently) and caching (read-only, idempotent tools may be cached, when
+//! the embedder opts in), never security, which rests on the sandbox.
+
+mod batch;
+mod cache;
+mod events;
+mod formats;
+mod permissions;
+
+pub use batch::{CallReport, OnDenial, Runner};
+pub use cache::ResultCache;
+pub use events::{AgentEvent, Metrics};
+pub use formats::{
+    Format, ParseError, ToolCall, UnknownFormat, definition, definitions, detect, parse_calls,
+    render_results,
+};
+pub use permissions::{
+    Approval, ApprovalRequest, Approver, Permission, Permissions, PermissionsError,
+    UnknownPermission,
+};
