@@ -1,6 +1,7 @@
 //! toolcage's integration tests: one binary, split by topic. Every guest they
 //! run is built from source by this crate's build script.
 
+mod agent;
 mod calls;
 mod capabilities;
 mod cli;
