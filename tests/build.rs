@@ -26,16 +26,18 @@ fn main() {
     packages.extend(["toolcage-fs", "toolcage-calc"]);
 
     let mut code = String::new();
+    let mut all = String::from(
+        "/// Every guest: (constant name, path).\npub const ALL: &[(&str, &str)] = &[\n",
+    );
     for guest in build_support::build_guests(&packages) {
         let name = guest.package.replace('-', "_").to_uppercase();
+        let path = guest.wasm.display().to_string();
         writeln!(code, "/// The `{}` component.", guest.package).unwrap();
-        writeln!(
-            code,
-            "pub const {name}: &str = {:?};",
-            guest.wasm.display().to_string()
-        )
-        .unwrap();
+        writeln!(code, "pub const {name}: &str = {path:?};").unwrap();
+        writeln!(all, "    ({name:?}, {name}),").unwrap();
     }
+    code.push_str(&all);
+    code.push_str("];\n");
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("guests.rs");
     std::fs::write(out, code).unwrap();
 }

@@ -219,3 +219,25 @@ async fn tool_info_carries_the_descriptor() {
         assert!(json.get(key).is_some(), "{key} missing from {json}");
     }
 }
+
+/// A guest added without a test fails here: each is listed with what loading
+/// it must do, and its topic's tests say the rest.
+#[tokio::test]
+async fn every_guest_is_covered() {
+    for (name, path) in guests::ALL {
+        let loads = match *name {
+            "FIXTURE_ECHO" | "FIXTURE_ECHO_TWIN" | "FIXTURE_MISBEHAVE" | "FIXTURE_HIJACK" => true,
+            "TOOLCAGE_FS" | "TOOLCAGE_CALC" => true,
+            "FIXTURE_BAD_NAME" | "FIXTURE_BAD_SCHEMA" | "FIXTURE_DESCRIBE_LOOP" => false,
+            "FIXTURE_NO_EXPORT" | "FIXTURE_UNKNOWN_IMPORT" => false,
+            other => panic!("guest {other} is not covered: give it a test and list it here"),
+        };
+        let limits = toolcage::Limits {
+            fuel: Some(50_000_000),
+            ..quick_limits()
+        };
+        let mut registry = builder().limits(limits).build().unwrap();
+        let report = registry.load_file(path).await;
+        assert_eq!(report.is_ok(), loads, "{name}: {:?}", report.error);
+    }
+}
