@@ -8,7 +8,7 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub(crate) use exports::toolcage::tool::tool::{
+pub(crate) use self::exports::toolcage::tool::tool::{
     Descriptor as WitDescriptor, Hints as WitHints, Outcome as WitOutcome,
 };
-pub(crate) use toolcage::tool::host::Level;
+pub(crate) use self::toolcage::tool::host::Level;

@@ -92,6 +92,8 @@ pub(crate) struct Component {
     pub source: Source,
     /// BLAKE3 of the component's bytes, hex.
     pub hash: String,
+    /// BLAKE3 of the component's limits and mounts, hex.
+    pub grants_hash: String,
     pub pre: ToolsetPre<CallState>,
     pub limits: Limits,
     pub mounts: Vec<Mount>,

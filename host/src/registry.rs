@@ -46,6 +46,11 @@ pub struct ToolInfo {
     /// BLAKE3 hash of the component's bytes, hex.
     #[serde(skip)]
     pub component_hash: String,
+    /// BLAKE3 hash of what the operator granted the component (its limits
+    /// and mounts), hex: the same tool under other grants may answer
+    /// differently.
+    #[serde(skip)]
+    pub grants_hash: String,
 }
 
 pub(crate) struct Entry {
@@ -358,11 +363,15 @@ impl Registry {
             tools.push(checked);
         }
         let mounts = self.policy.mounts_for(&name);
+        let grants_hash = blake3::hash(format!("{limits:?}{mounts:?}").as_bytes())
+            .to_hex()
+            .to_string();
         Ok((
             Arc::new(Component {
                 name,
                 source,
                 hash,
+                grants_hash,
                 pre,
                 limits,
                 mounts,
@@ -399,6 +408,7 @@ impl Registry {
                     component: component.name.clone(),
                     source: component.source.clone(),
                     component_hash: component.hash.clone(),
+                    grants_hash: component.grants_hash.clone(),
                 },
                 component: component.clone(),
                 input: tool.input,

@@ -5,13 +5,12 @@
 //! stale or foreign entry would feed the model wrong data. Only tools whose
 //! descriptors claim both `read_only` and `idempotent` are cached, and only
 //! their successful results; the key binds the tool name, the arguments in
-//! canonical form and the BLAKE3 hash of the component's bytes, so a changed
-//! component never serves an old entry. What the key cannot bind is the
-//! world the tool reads: the files under its mounts may change between
-//! calls, and two registries granting different mounts would share entries.
-//! That is why caching is off unless the embedder turns it on, and why one
-//! cache should only be shared between registries that grant the same
-//! mounts. Size is bounded by entries and by bytes, so a model cannot grow
+//! canonical form, the BLAKE3 hash of the component's bytes and the hash of
+//! what the operator granted it (limits and mounts), so a changed component,
+//! or the same one under other grants, never serves an old entry. What the
+//! key cannot bind is the world the tool reads: the files under its mounts may
+//! change between calls. That is why caching is off unless the embedder turns
+//! it on. Size is bounded by entries and by bytes, so a model cannot grow
 //! it without limit.
 
 use std::collections::{BTreeMap, HashMap};
@@ -193,6 +192,8 @@ pub(crate) fn key(tool: &ToolInfo, arguments: &Value) -> Key {
     hasher.update(tool.descriptor.name.as_bytes());
     hasher.update(b"\0");
     hasher.update(tool.component_hash.as_bytes());
+    hasher.update(b"\0");
+    hasher.update(tool.grants_hash.as_bytes());
     hasher.update(b"\0");
     let mut canonical = String::new();
     write_canonical(arguments, &mut canonical);
