@@ -43,13 +43,14 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::agent::Permissions;
 use crate::{Error, LimitOverrides, Mount, RegistryBuilder};
 
 /// The name of the file looked up in the working directory.
 pub const CONFIG_FILE_NAME: &str = "toolcage.toml";
 
 /// A parsed `toolcage.toml`, with paths resolved against its directory.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Tool directories, loaded in this order.
     pub tools: Vec<PathBuf>,
@@ -62,9 +63,26 @@ pub struct Config {
     pub mounts: Vec<Mount>,
     /// Per-component limits and mounts, by component name (file stem).
     pub components: BTreeMap<String, ComponentConfig>,
-    /// Permission rules: tool-name pattern → `allow`, `ask` or `deny`, with
-    /// the key `default` for calls no rule matches. Checked when read.
-    pub permissions: BTreeMap<String, String>,
+    /// The `[permissions]` rules: tool-name pattern → `allow`, `ask` or
+    /// `deny`, with the key `default` for calls no rule matches. Default:
+    /// allow every call (the grants above are what bound a tool); write
+    /// rules to ask or deny.
+    pub permissions: Permissions,
+}
+
+impl Default for Config {
+    /// What an empty file says: no directories, the bundled tools, default
+    /// limits, no mounts, every call allowed.
+    fn default() -> Self {
+        Config {
+            tools: Vec::new(),
+            bundled: true,
+            limits: LimitOverrides::default(),
+            mounts: Vec::new(),
+            components: BTreeMap::new(),
+            permissions: Permissions::allow_all(),
+        }
+    }
 }
 
 /// What one component gets on top of the shared settings.
@@ -193,20 +211,15 @@ impl Config {
                 },
             );
         }
-        for (pattern, rule) in &raw.permissions {
-            if !matches!(rule.as_str(), "allow" | "ask" | "deny") {
-                return Err(format!(
-                    "permissions.{pattern}: `{rule}` is not one of allow, ask, deny"
-                ));
-            }
-        }
+        let permissions =
+            Permissions::from_rules("allow", raw.permissions).map_err(|e| e.to_string())?;
         Ok(Config {
             tools: raw.tools.iter().map(|p| resolve(p)).collect(),
             bundled: raw.bundled.unwrap_or(true),
             limits: limits(&raw.limits, "limits")?,
             mounts: mounts(&raw.mounts, "mounts")?,
             components,
-            permissions: raw.permissions,
+            permissions,
         })
     }
 
@@ -273,6 +286,8 @@ fn limits(raw: &RawLimits, key: &str) -> Result<LimitOverrides, String> {
 mod tests {
     use super::*;
 
+    use crate::agent::Permission;
+
     fn parse(text: &str) -> Result<Config, String> {
         Config::parse(text, Path::new("/etc/toolcage"))
     }
@@ -280,9 +295,10 @@ mod tests {
     #[test]
     fn an_empty_file_grants_nothing() {
         let config = parse("").unwrap();
+        assert_eq!(config, Config::default());
         assert!(config.tools.is_empty() && config.mounts.is_empty());
         assert!(config.bundled);
-        assert_eq!(config.limits, LimitOverrides::default());
+        assert_eq!(config.permissions.default_permission(), Permission::Allow);
     }
 
     #[test]
@@ -309,7 +325,18 @@ mod tests {
             fs.mounts,
             [Mount::read_write("/etc/toolcage/scratch", "/scratch")]
         );
-        assert_eq!(config.permissions["write_*"], "ask");
+        assert_eq!(
+            config.permissions.permission_for("write_file"),
+            Permission::Ask
+        );
+        assert_eq!(
+            config.permissions.permission_for("edit_file"),
+            Permission::Deny
+        );
+        assert_eq!(
+            config.permissions.permission_for("read_file"),
+            Permission::Allow
+        );
     }
 
     #[test]
@@ -344,10 +371,8 @@ mod tests {
                 "[[mounts]]\nhost = \".\"\nguest = \"/w\"\nmode = \"rwx\"",
                 "rwx",
             ),
-            (
-                "[permissions]\nedit_file = \"maybe\"",
-                "permissions.edit_file",
-            ),
+            ("[permissions]\nedit_file = \"maybe\"", "`edit_file`"),
+            ("[permissions]\n\"read file\" = \"deny\"", "`read file`"),
             ("bundled = \"yes\"", "bundled"),
         ] {
             let error = parse(text).unwrap_err();

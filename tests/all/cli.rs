@@ -384,3 +384,121 @@ fn usage_errors_exit_2() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
 }
+
+#[test]
+fn definitions_in_every_format() {
+    let dir = tools_dir();
+    for (format, key) in [
+        ("openai", "function"),
+        ("openai-responses", "parameters"),
+        ("anthropic", "input_schema"),
+        ("mcp", "inputSchema"),
+    ] {
+        let output = run(dir.path(), &["definitions", "--format", format]);
+        assert!(output.status.success(), "{format}: {}", stderr(&output));
+        let definitions: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(definitions.len(), 6, "{format}");
+        assert!(
+            definitions[0].get(key).is_some(),
+            "{format}: {}",
+            definitions[0]
+        );
+    }
+    let output = run(dir.path(), &["definitions", "--format", "gemini"]);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+/// An Anthropic message asking for two calls.
+fn anthropic_response() -> String {
+    json!({
+        "id": "msg_01", "type": "message", "role": "assistant", "model": "claude",
+        "content": [
+            { "type": "text", "text": "Let me check." },
+            { "type": "tool_use", "id": "toolu_1", "name": "echo", "input": { "text": "one" } },
+            { "type": "tool_use", "id": "toolu_2", "name": "fail", "input": {} }
+        ],
+        "stop_reason": "tool_use"
+    })
+    .to_string()
+}
+
+#[test]
+fn run_calls_answers_in_the_same_format() {
+    let dir = tools_dir();
+    let response = dir.path().join("response.json");
+    std::fs::write(&response, anthropic_response()).unwrap();
+    let output = run(dir.path(), &["run-calls", response.to_str().unwrap()]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "one call fails: {}",
+        stderr(&output)
+    );
+    let message: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(message["role"], "user");
+    assert_eq!(
+        message["content"][0],
+        json!({ "type": "tool_result", "tool_use_id": "toolu_1", "content": "one", "is_error": false })
+    );
+    assert_eq!(message["content"][1]["is_error"], true);
+
+    let output = run(
+        dir.path(),
+        &[
+            "--json",
+            "run-calls",
+            response.to_str().unwrap(),
+            "--format",
+            "anthropic",
+        ],
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["format"], "anthropic");
+    assert_eq!(report["calls"][0]["details"], json!({ "length": 3 }));
+    assert!(report["calls"][0]["metrics"]["fuel_used"].as_u64().unwrap() > 0);
+    assert_eq!(report["calls"][1]["error_kind"], "tool_error");
+
+    std::fs::write(&response, "{ not json").unwrap();
+    let output = run(dir.path(), &["run-calls", response.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn run_calls_applies_the_config_permissions() {
+    let dir = tools_dir();
+    std::fs::write(
+        dir.path().join("toolcage.toml"),
+        "[permissions]\necho = \"deny\"\n\"f*\" = \"ask\"\n",
+    )
+    .unwrap();
+    let mut child = toolcage()
+        .args(["--no-bundled", "--tools"])
+        .arg(dir.path())
+        .args(["--json", "run-calls", "-"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(anthropic_response().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        report["calls"][0]["error_kind"], "permission_denied",
+        "{report}"
+    );
+    // `ask` with no terminal to ask on refuses.
+    assert_eq!(
+        report["calls"][1]["error_kind"], "permission_denied",
+        "{report}"
+    );
+    let text = report["results"]["content"][1]["content"].as_str().unwrap();
+    assert!(text.contains("no terminal"), "{text}");
+}

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use toolcage::agent::Format;
 
 /// Run AI agent tools as sandboxed WebAssembly components.
 ///
@@ -81,5 +82,21 @@ pub enum Command {
         /// Component files.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+    },
+    /// Print every tool's definition in a model provider's format.
+    Definitions {
+        /// openai, openai-responses, anthropic or mcp.
+        #[arg(long, value_name = "FORMAT")]
+        format: Format,
+    },
+    /// Run the tool calls of a model response as one batch (read-only
+    /// batches in parallel, others in order, with the config's
+    /// `[permissions]`) and print the tool results in the same format.
+    RunCalls {
+        /// The model response: a JSON file, or `-` for stdin. Default: stdin.
+        file: Option<PathBuf>,
+        /// auto, openai, openai-responses, anthropic or mcp.
+        #[arg(long, value_name = "FORMAT", default_value = "auto")]
+        format: String,
     },
 }

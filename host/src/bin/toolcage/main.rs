@@ -2,6 +2,7 @@
 //! Everything it does goes through the public `toolcage` API.
 
 mod args;
+mod batch;
 mod print;
 
 use std::io::Read;
@@ -71,6 +72,23 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print::inspect(info, global.json)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Definitions { format } => {
+            let registry = settings.registry().await?;
+            print::pretty_json(&toolcage::agent::definitions(&registry, *format))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::RunCalls { file, format } => {
+            let registry = settings.registry().await?;
+            let permissions = settings.config.permissions.clone();
+            let all_ok =
+                batch::run_calls(registry, permissions, file.as_deref(), format, global.json)
+                    .await?;
+            Ok(if all_ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
         Command::Call { tool, args, pairs } => {
             let arguments = call_arguments(args.as_deref(), pairs)?;
             let registry = settings.registry().await?;
@@ -101,10 +119,7 @@ impl Settings {
             None if std::path::Path::new(CONFIG_FILE_NAME).is_file() => {
                 Config::from_file(CONFIG_FILE_NAME)?
             }
-            None => Config {
-                bundled: true,
-                ..Config::default()
-            },
+            None => Config::default(),
         };
         let mounts = global
             .mounts

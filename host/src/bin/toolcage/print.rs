@@ -39,7 +39,8 @@ fn hints(info: &ToolInfo) -> String {
     }
 }
 
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+/// `value` as pretty JSON on stdout.
+pub fn pretty_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;
@@ -49,7 +50,7 @@ fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 pub fn list(registry: &Registry, json: bool) -> anyhow::Result<()> {
     let tools: Vec<&ToolInfo> = registry.tools().collect();
     if json {
-        return print_json(&tools);
+        return pretty_json(&tools);
     }
     let rows: Vec<[String; 4]> = tools
         .iter()
@@ -97,7 +98,7 @@ pub fn list(registry: &Registry, json: bool) -> anyhow::Result<()> {
 
 pub fn inspect(info: &ToolInfo, json: bool) -> anyhow::Result<()> {
     if json {
-        return print_json(info);
+        return pretty_json(info);
     }
     let d = &info.descriptor;
     let mut out = std::io::stdout().lock();
@@ -128,7 +129,7 @@ pub fn inspect(info: &ToolInfo, json: bool) -> anyhow::Result<()> {
 
 pub fn call_result(result: &CallResult, json: bool) -> anyhow::Result<()> {
     if json {
-        return print_json(result);
+        return pretty_json(result);
     }
     let mut out = std::io::stdout().lock();
     write!(out, "{}", result.output)?;
@@ -155,7 +156,7 @@ pub fn check(reports: &[(FileReport, Vec<ToolInfo>)], json: bool) -> anyhow::Res
                 })
             })
             .collect();
-        return print_json(&objects);
+        return pretty_json(&objects);
     }
     let mut out = std::io::stdout().lock();
     for (report, tools) in reports {

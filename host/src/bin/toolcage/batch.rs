@@ -1,0 +1,122 @@
+//! `toolcage run-calls`: a model response in, tool results out, through the
+//! library's batch runner, with the config's permissions. `ask` rules are
+//! asked on the terminal when there is one, and refused when there is not.
+
+use std::io::{BufRead, IsTerminal, Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use toolcage::Registry;
+use toolcage::agent::{Approval, ApprovalRequest, Format, Permissions, Runner};
+
+/// Runs the calls in the document at `file` (stdin for `-` or none) and
+/// prints the results. Returns whether every call succeeded.
+pub async fn run_calls(
+    registry: Registry,
+    permissions: Permissions,
+    file: Option<&Path>,
+    format: &str,
+    json: bool,
+) -> anyhow::Result<bool> {
+    let text = match file {
+        Some(path) if path != Path::new("-") => {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+        }
+        _ => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("reading the model response from stdin")?;
+            text
+        }
+    };
+    let document: Value = serde_json::from_str(&text).context("the model response is not JSON")?;
+    let format = match format {
+        "auto" => None,
+        name => Some(name.parse::<Format>()?),
+    };
+    let runner = Runner::new(Arc::new(registry))
+        .permissions(permissions)
+        .approver(ask_on_terminal);
+    let (format, calls) = toolcage::agent::parse_calls(&document, format)?;
+    if calls.is_empty() {
+        bail!("the {} document holds no tool calls", format.title());
+    }
+    let reports = runner.run_reports(calls).await;
+    let results: Vec<_> = reports.iter().map(|report| report.result.clone()).collect();
+    let rendered = toolcage::agent::render_results(format, &results);
+    let printed = if json {
+        let calls: Vec<Value> = reports
+            .iter()
+            .map(|report| {
+                let result = &report.result;
+                json!({
+                    "call_id": result.call_id,
+                    "tool": result.tool,
+                    "is_error": result.is_error,
+                    "error_kind": result.error_kind,
+                    "details": result.details,
+                    "metrics": report.metrics,
+                    "logs": result.logs,
+                })
+            })
+            .collect();
+        json!({ "format": format.as_str(), "results": rendered, "calls": calls })
+    } else {
+        rendered
+    };
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, &printed)?;
+    writeln!(out)?;
+    Ok(results.iter().all(|result| !result.is_error))
+}
+
+/// Asks the person at the terminal; refuses when nobody can be asked.
+async fn ask_on_terminal(request: ApprovalRequest) -> Approval {
+    let question = format!(
+        "toolcage: allow `{}` ({}) with arguments {}? [y/N] ",
+        request.tool, request.info.component, request.arguments
+    );
+    tokio::task::spawn_blocking(move || ask(&question))
+        .await
+        .unwrap_or_else(|_| Approval::Refuse {
+            reason: Some("the prompt failed.".into()),
+        })
+}
+
+fn ask(question: &str) -> Approval {
+    let refuse = |reason: &str| Approval::Refuse {
+        reason: Some(reason.into()),
+    };
+    if !std::io::stderr().is_terminal() {
+        return refuse("this rule asks a person, and no terminal is attached to ask on.");
+    }
+    let Ok(tty) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+    else {
+        return refuse("this rule asks a person, and no terminal is attached to ask on.");
+    };
+    let mut writer = &tty;
+    if writer
+        .write_all(question.as_bytes())
+        .and_then(|()| writer.flush())
+        .is_err()
+    {
+        return refuse("the terminal could not be written to.");
+    }
+    let mut answer = String::new();
+    if std::io::BufReader::new(&tty)
+        .read_line(&mut answer)
+        .is_err()
+    {
+        return refuse("the terminal could not be read.");
+    }
+    match answer.trim() {
+        "y" | "Y" | "yes" => Approval::Approve,
+        _ => refuse("no."),
+    }
+}
