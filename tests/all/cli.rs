@@ -212,45 +212,25 @@ fn call_json_has_every_field() {
 #[test]
 fn limit_flags_apply() {
     let dir = tools_dir();
-    let output = run(
-        dir.path(),
-        &[
-            "--fuel",
-            "1000000",
-            "call",
-            "misbehave",
-            r#"{"mode": "loop"}"#,
-            "--json",
-        ],
-    );
-    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(result["error_kind"], "out_of_fuel");
-    let output = run(
-        dir.path(),
-        &[
-            "--memory-mib",
-            "32",
-            "call",
-            "misbehave",
-            r#"{"mode": "hog"}"#,
-            "--json",
-        ],
-    );
-    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(result["error_kind"], "memory_limit");
-    let output = run(
-        dir.path(),
-        &[
+    for (flag, value, args, kind) in [
+        ("--fuel", "1000000", r#"{"mode": "loop"}"#, "out_of_fuel"),
+        ("--memory-mib", "32", r#"{"mode": "hog"}"#, "memory_limit"),
+        (
             "--output-kib",
             "1",
-            "call",
-            "misbehave",
             r#"{"mode": "huge_output", "amount": 2000}"#,
-            "--json",
-        ],
-    );
-    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(result["error_kind"], "output_limit");
+            "output_limit",
+        ),
+        ("--timeout-ms", "200", r#"{"mode": "sleep"}"#, "timeout"),
+    ] {
+        let output = run(
+            dir.path(),
+            &[flag, value, "--json", "call", "misbehave", args],
+        );
+        assert_eq!(output.status.code(), Some(1), "{flag}");
+        let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(result["error_kind"], kind, "{flag}");
+    }
     let output = run(dir.path(), &["--fuel", "lots", "list"]);
     assert_eq!(output.status.code(), Some(2));
 }
