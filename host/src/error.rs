@@ -153,6 +153,10 @@ pub enum LoadError {
     /// `describe()` returned no tools.
     #[error("describe() returned no tools")]
     NoTools,
+    /// `describe()` returned more than
+    /// [`MAX_TOOLS_PER_COMPONENT`](crate::MAX_TOOLS_PER_COMPONENT) tools.
+    #[error("describe() returned {0} tools; a component may declare at most {max}", max = crate::MAX_TOOLS_PER_COMPONENT)]
+    TooManyTools(usize),
     /// A descriptor failed its checks.
     #[error("tool {tool:?}: {reason}")]
     InvalidDescriptor {

@@ -58,4 +58,6 @@ pub use engine::Runtime;
 pub use error::{Error, ErrorKind, LoadError};
 pub use limits::{LimitOverrides, Limits};
 pub use mount::Mount;
-pub use registry::{FileReport, Registry, RegistryBuilder, Shadowed, ToolInfo};
+pub use registry::{
+    FileReport, MAX_TOOLS_PER_COMPONENT, Registry, RegistryBuilder, Shadowed, ToolInfo,
+};

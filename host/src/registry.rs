@@ -22,6 +22,10 @@ use crate::sandbox::{self, Invocation, Observer, Returned};
 use crate::schema::{self, CheckedTool};
 use crate::{Descriptor, Error, LimitOverrides, Limits, LoadError, Mount, Source};
 
+/// The most tools one component may declare: more is a bug or an attempt to
+/// flood the registry and a model's context.
+pub const MAX_TOOLS_PER_COMPONENT: usize = 256;
+
 /// The tools of every loaded component, by name. Load with `&mut self`, then
 /// share it (for example in an `Arc`) and call from any number of tasks:
 /// `Registry` is `Send + Sync`, and each call runs in its own sandbox.
@@ -348,6 +352,9 @@ impl Registry {
         };
         if descriptors.is_empty() {
             return Err(LoadError::NoTools);
+        }
+        if descriptors.len() > MAX_TOOLS_PER_COMPONENT {
+            return Err(LoadError::TooManyTools(descriptors.len()));
         }
         let mut tools: Vec<CheckedTool> = Vec::with_capacity(descriptors.len());
         for wit in descriptors {

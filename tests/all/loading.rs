@@ -229,7 +229,7 @@ async fn every_guest_is_covered() {
             "FIXTURE_ECHO" | "FIXTURE_ECHO_TWIN" | "FIXTURE_MISBEHAVE" | "FIXTURE_HIJACK" => true,
             "TOOLCAGE_FS" | "TOOLCAGE_CALC" => true,
             "FIXTURE_BAD_NAME" | "FIXTURE_BAD_SCHEMA" | "FIXTURE_DESCRIBE_LOOP" => false,
-            "FIXTURE_NO_EXPORT" | "FIXTURE_UNKNOWN_IMPORT" => false,
+            "FIXTURE_NO_EXPORT" | "FIXTURE_UNKNOWN_IMPORT" | "FIXTURE_MANY_TOOLS" => false,
             other => panic!("guest {other} is not covered: give it a test and list it here"),
         };
         let limits = toolcage::Limits {
@@ -240,4 +240,12 @@ async fn every_guest_is_covered() {
         let report = registry.load_file(path).await;
         assert_eq!(report.is_ok(), loads, "{name}: {:?}", report.error);
     }
+}
+
+#[tokio::test]
+async fn a_component_declaring_too_many_tools_is_skipped() {
+    let mut registry = builder().build().unwrap();
+    let report = registry.load_file(guests::FIXTURE_MANY_TOOLS).await;
+    assert_eq!(report.error, Some(LoadError::TooManyTools(300)));
+    assert_eq!(registry.tools().len(), 0);
 }
