@@ -7,6 +7,7 @@
 
 use crate::{paths, text};
 use similar::TextDiff;
+use std::path::Path;
 use std::time::Duration;
 use toolcage_guest::{Descriptor, Outcome, Tool, Value, json, parse_args};
 
@@ -66,7 +67,7 @@ impl Mismatch {
             ),
             Mismatch::Ambiguous { count, lines } => {
                 let lines: Vec<String> = lines.iter().map(usize::to_string).collect();
-                let more = if *count > lines.len() { ", …" } else { "" };
+                let more = if *count > LISTED_MATCHES { ", …" } else { "" };
                 format!(
                     "old_text was found {count} times in `{path}` (at lines {}{more}). Include \
                      more surrounding lines in old_text so that it matches exactly once, or \
@@ -113,7 +114,7 @@ fn replace(text: &str, old: &str, new: &str, replace_all: bool) -> Result<Edit, 
         _ => {
             let bytes = text.as_bytes();
             let (mut line, mut counted) = (1, 0);
-            let lines = text
+            let mut lines: Vec<usize> = text
                 .match_indices(old)
                 .take(LISTED_MATCHES)
                 .map(|(at, _)| {
@@ -122,6 +123,7 @@ fn replace(text: &str, old: &str, new: &str, replace_all: bool) -> Result<Edit, 
                     line
                 })
                 .collect();
+            lines.dedup(); // several matches on one line
             Err(Mismatch::Ambiguous { count, lines })
         }
     }
@@ -205,8 +207,9 @@ impl Tool for EditFile {
     fn call(args: Value) -> Result<Outcome, Outcome> {
         let args: Args = parse_args(args)?;
         let path = paths::resolve_file(&args.path).map_err(Outcome::text)?;
-        let bytes = std::fs::read(&path)
-            .map_err(|error| Outcome::text(paths::io_error("read", &path, &error)))?;
+        let mut bytes = Vec::new();
+        text::load(Path::new(&path), &mut bytes)
+            .map_err(|error| Outcome::text(error.message(&path)))?;
         let old = text::as_text(&path, &bytes).map_err(Outcome::text)?;
         let edit = apply(old, &args.old_text, &args.new_text, args.replace_all)
             .map_err(|mismatch| Outcome::text(mismatch.message(&path)))?;
@@ -257,6 +260,13 @@ mod tests {
         assert_eq!(apply(text, "z", "w", true), Err(Mismatch::NotFound));
         assert_eq!(apply(text, "", "w", true), Err(Mismatch::Empty));
         assert_eq!(apply(text, "y", "y", false), Err(Mismatch::Unchanged));
+        assert_eq!(
+            apply("ee\ne", "e", "E", false),
+            Err(Mismatch::Ambiguous {
+                count: 3,
+                lines: vec![1, 2]
+            })
+        );
         // Matches do not overlap, as with str::replace.
         assert_eq!(apply("aaaa", "aa", "b", true).unwrap().replacements, 2);
     }
