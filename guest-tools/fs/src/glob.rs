@@ -113,9 +113,14 @@ pub fn search(plan: &Plan, roots: &[String], cap: usize) -> Result<Found, String
             walk = walk.max_depth(depth);
         }
         for entry in walk.into_iter().filter_entry(is_searched) {
-            let Ok(entry) = entry else {
-                found.unreadable += 1;
-                continue;
+            let entry = match entry {
+                Ok(entry) => entry,
+                // A literal prefix that does not exist just matches nothing.
+                Err(error) if error.depth() == 0 && is_not_found(&error) => continue,
+                Err(_) => {
+                    found.unreadable += 1;
+                    continue;
+                }
             };
             if !matcher.is_match(entry.path()) {
                 continue;
@@ -130,6 +135,12 @@ pub fn search(plan: &Plan, roots: &[String], cap: usize) -> Result<Found, String
         }
     }
     Ok(found)
+}
+
+fn is_not_found(error: &walkdir::Error) -> bool {
+    error
+        .io_error()
+        .is_some_and(|error| error.kind() == std::io::ErrorKind::NotFound)
 }
 
 fn display(path: &Path, is_dir: bool) -> String {
@@ -321,7 +332,7 @@ mod tests {
         assert_eq!(alternatives.paths.len(), 2);
         let exact = find(&dir, "Cargo.toml", 100);
         assert_eq!(relative(&dir, &exact), ["Cargo.toml"]);
-        assert!(find(&dir, "nope/*.rs", 100).paths.is_empty());
+        assert_eq!(find(&dir, "nope/*.rs", 100), Found::default());
     }
 
     #[test]

@@ -14,7 +14,6 @@ use crate::{glob, paths, text};
 use globset::GlobMatcher;
 use memchr::{memchr, memrchr};
 use regex::bytes::{Regex, RegexBuilder};
-use std::io::Read;
 use std::path::Path;
 use toolcage_guest::{Descriptor, Outcome, Tool, Value, json, parse_args};
 use walkdir::WalkDir;
@@ -375,7 +374,7 @@ impl Tool for Grep {
             .transpose()
             .map_err(Outcome::text)?;
         let mut search = Search::new(regex, args.context, args.max_results);
-        let mut unreadable = 0;
+        let mut skipped = Skipped::default();
         let mut buffer = Vec::new();
 
         let roots = paths::walk_roots(&path);
@@ -384,8 +383,8 @@ impl Tool for Grep {
                 .map_err(|error| Outcome::text(paths::io_error("search", &path, &error)))?
                 .is_file();
         if single_file {
-            read(Path::new(&path), &mut buffer)
-                .map_err(|error| Outcome::text(paths::io_error("read", &path, &error)))?;
+            text::load(Path::new(&path), &mut buffer)
+                .map_err(|error| Outcome::text(error.message(&path)))?;
             if !search.file(&path, &buffer) {
                 return Err(Outcome::text(format!(
                     "`{path}` looks like a binary file (it contains NUL bytes), so it was not \
@@ -397,7 +396,7 @@ impl Tool for Grep {
                 let walk = WalkDir::new(root).sort_by_file_name().into_iter();
                 for entry in walk.filter_entry(glob::is_searched) {
                     let Ok(entry) = entry else {
-                        unreadable += 1;
+                        skipped.unreadable += 1;
                         continue;
                     };
                     let file = entry.path();
@@ -406,29 +405,32 @@ impl Tool for Grep {
                     {
                         continue;
                     }
-                    if read(file, &mut buffer).is_err() {
-                        unreadable += 1;
-                        continue;
+                    match text::load(file, &mut buffer) {
+                        Ok(()) => {
+                            search.file(&file.to_string_lossy(), &buffer);
+                        }
+                        Err(text::LoadError::TooLarge(_)) => skipped.too_large += 1,
+                        Err(text::LoadError::Io(_)) => skipped.unreadable += 1,
                     }
-                    search.file(&file.to_string_lossy(), &buffer);
                     if search.is_done() {
                         break 'walk;
                     }
                 }
             }
         }
-        Ok(finish(search, &args.pattern, &path, unreadable))
+        Ok(finish(search, &args.pattern, &path, &skipped))
     }
 }
 
-/// Reads `file` into `buffer`, reusing its allocation from file to file.
-fn read(file: &Path, buffer: &mut Vec<u8>) -> std::io::Result<usize> {
-    buffer.clear();
-    std::fs::File::open(file).and_then(|mut f| f.read_to_end(buffer))
+/// Files a walk could not search.
+#[derive(Debug, Default)]
+struct Skipped {
+    unreadable: usize,
+    too_large: usize,
 }
 
 /// The outcome of a finished search: the output with its notes, and details.
-fn finish(search: Search, pattern: &str, path: &str, unreadable: usize) -> Outcome {
+fn finish(search: Search, pattern: &str, path: &str, skipped: &Skipped) -> Outcome {
     let truncated = search.is_done();
     let mut output = search.output;
     if search.matches.is_empty() {
@@ -454,9 +456,17 @@ fn finish(search: Search, pattern: &str, path: &str, unreadable: usize) -> Outco
             MAX_OUTPUT_BYTES / 1024
         ));
     }
-    if unreadable > 0 {
+    if skipped.unreadable > 0 {
         output.push_str(&format!(
-            "[{unreadable} entries could not be read and were skipped.]\n"
+            "[{} entries could not be read and were skipped.]\n",
+            skipped.unreadable
+        ));
+    }
+    if skipped.too_large > 0 {
+        output.push_str(&format!(
+            "[{} files over {} MiB were skipped.]\n",
+            skipped.too_large,
+            text::MAX_FILE_BYTES / (1024 * 1024)
         ));
     }
     let details = json!({

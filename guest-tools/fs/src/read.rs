@@ -8,6 +8,7 @@
 //! end of the file, a final bracketed note gives the `offset` to continue.
 
 use crate::{paths, text};
+use std::path::Path;
 use toolcage_guest::{Descriptor, Outcome, Tool, Value, json, parse_args};
 
 /// The most lines one call returns, and the default `limit`.
@@ -202,8 +203,9 @@ impl Tool for ReadFile {
     fn call(args: Value) -> Result<Outcome, Outcome> {
         let args: Args = parse_args(args)?;
         let path = paths::resolve_file(&args.path).map_err(Outcome::text)?;
-        let bytes = std::fs::read(&path)
-            .map_err(|error| Outcome::text(paths::io_error("read", &path, &error)))?;
+        let mut bytes = Vec::new();
+        text::load(Path::new(&path), &mut bytes)
+            .map_err(|error| Outcome::text(error.message(&path)))?;
         let text = text::as_text(&path, &bytes).map_err(Outcome::text)?;
         let page = page(text, args.offset, args.limit)
             .map_err(|error| Outcome::text(format!("Cannot read `{path}`: {error}")))?;

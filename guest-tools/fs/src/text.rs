@@ -1,11 +1,65 @@
-//! Text helpers shared by the tools: binary detection, UTF-8 checks, line
-//! counting and shortening long lines. Everything is a linear scan, since the
-//! tools run under fuel metering and files can be large.
+//! Text helpers shared by the tools: loading files, binary detection, UTF-8
+//! checks, line counting and shortening long lines. Everything is a linear
+//! scan, since the tools run under fuel metering and files can be large.
 
 use memchr::memchr;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+
+/// The largest file the tools load, well inside the default 256 MiB memory
+/// limit even when an edit holds two copies.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How much of a file's start is sniffed for NUL bytes, as git and ripgrep do.
 pub const SNIFF_BYTES: usize = 8 * 1024;
+
+/// Why a file could not be loaded.
+#[derive(Debug)]
+pub enum LoadError {
+    Io(io::Error),
+    /// The file's size, over [`MAX_FILE_BYTES`].
+    TooLarge(u64),
+}
+
+impl From<io::Error> for LoadError {
+    fn from(error: io::Error) -> Self {
+        LoadError::Io(error)
+    }
+}
+
+impl LoadError {
+    /// What went wrong reading `path`, and what to do.
+    pub fn message(&self, path: &str) -> String {
+        match self {
+            LoadError::Io(error) => crate::paths::io_error("read", path, error),
+            LoadError::TooLarge(size) => format!(
+                "`{path}` is {} MiB, larger than the {} MiB the file tools load.",
+                size / (1024 * 1024),
+                MAX_FILE_BYTES / (1024 * 1024)
+            ),
+        }
+    }
+}
+
+/// Reads the whole file at `path` into `buffer`, replacing its content and
+/// reusing its allocation. Files over [`MAX_FILE_BYTES`] are refused before
+/// any of them is read.
+pub fn load(path: &Path, buffer: &mut Vec<u8>) -> Result<(), LoadError> {
+    let file = File::open(path)?;
+    let size = file.metadata()?.len();
+    if size > MAX_FILE_BYTES {
+        return Err(LoadError::TooLarge(size));
+    }
+    buffer.clear();
+    buffer.reserve(usize::try_from(size).unwrap_or(0));
+    // The file may grow while it is read: `take` keeps the bound.
+    file.take(MAX_FILE_BYTES + 1).read_to_end(buffer)?;
+    match u64::try_from(buffer.len()) {
+        Ok(len) if len <= MAX_FILE_BYTES => Ok(()),
+        _ => Err(LoadError::TooLarge(MAX_FILE_BYTES + 1)),
+    }
+}
 
 /// Whether `bytes` look binary: a NUL byte within the first [`SNIFF_BYTES`].
 pub fn is_binary(bytes: &[u8]) -> bool {
@@ -102,6 +156,26 @@ mod tests {
         assert!(e.contains("binary"), "{e}");
         let e = as_text("/w/a", b"one\ntwo\n\xff\n").unwrap_err();
         assert!(e.contains("not valid UTF-8") && e.contains("line 3"), "{e}");
+    }
+
+    #[test]
+    fn loads_files_into_a_reused_buffer() {
+        let dir = crate::TestDir::new();
+        dir.write("a", "first, longer");
+        dir.write("b", "second");
+        let mut buffer = Vec::new();
+        load(Path::new(&dir.path("a")), &mut buffer).unwrap();
+        load(Path::new(&dir.path("b")), &mut buffer).unwrap();
+        assert_eq!(buffer, b"second");
+        let Err(error) = load(Path::new(&dir.path("c")), &mut buffer) else {
+            panic!("c does not exist")
+        };
+        assert!(error.message("/w/c").contains("does not exist"));
+        let message = LoadError::TooLarge(100 << 20).message("/w/big");
+        assert_eq!(
+            message,
+            "`/w/big` is 100 MiB, larger than the 64 MiB the file tools load."
+        );
     }
 
     #[test]
