@@ -143,7 +143,8 @@ pub fn unified_diff(path: &str, old: &str, new: &str) -> String {
         .header(path, path)
         .to_string();
     if text.len() > MAX_DIFF_BYTES {
-        let cut = text[..MAX_DIFF_BYTES].rfind('\n').map_or(0, |at| at + 1);
+        // Cut after a newline, which is always a character boundary.
+        let cut = memchr::memrchr(b'\n', &text.as_bytes()[..MAX_DIFF_BYTES]).map_or(0, |at| at + 1);
         let rest = text::count_lines(&text.as_bytes()[cut..]);
         text.truncate(cut);
         text.push_str(&format!("[… diff cut: {rest} more lines]\n"));
@@ -302,6 +303,17 @@ mod tests {
             "--- /w/f.txt\n+++ /w/f.txt\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
         );
         assert_eq!(unified_diff("/w/f", "same\n", "same\n"), "");
+    }
+
+    #[test]
+    fn cuts_huge_diffs_at_line_ends() {
+        // One huge line of two-byte characters: no newline before the cut.
+        let old = "é".repeat(MAX_DIFF_BYTES);
+        let diff = unified_diff("/w/f", &old, "x");
+        assert!(
+            diff.starts_with("--- /w/f\n+++ /w/f\n@@ -1 +1 @@\n[… diff cut: "),
+            "{diff}"
+        );
     }
 
     #[test]
