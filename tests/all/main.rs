@@ -7,3 +7,4 @@ mod capabilities;
 mod cli;
 mod limits;
 mod loading;
+mod toolset;
