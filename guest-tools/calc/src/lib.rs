@@ -71,9 +71,6 @@ impl Tool for Calc {
     }
 }
 
-// Exported only in the component: natively (for `cargo test`), the export
-// symbols' names would not link into the cdylib.
-#[cfg(target_arch = "wasm32")]
 toolcage_guest::export_tools!(Calc);
 
 #[cfg(test)]

@@ -23,9 +23,6 @@ pub use list::ListDir;
 pub use read::ReadFile;
 pub use write::WriteFile;
 
-// Exported only in the component: natively (for `cargo test`), the export
-// symbols' names would not link into the cdylib.
-#[cfg(target_arch = "wasm32")]
 toolcage_guest::export_tools!(ReadFile, WriteFile, EditFile, ListDir, Glob, Grep);
 
 /// A scratch directory for native tests, removed on drop.

@@ -232,7 +232,8 @@ pub fn progress(message: &str, fraction: Option<f32>) {
 /// Exports the listed [`Tool`] types as this component's tools, in order.
 ///
 /// Use it once per component, at the crate root:
-/// `toolcage_guest::export_tools!(ReadFile, WriteFile);`
+/// `toolcage_guest::export_tools!(ReadFile, WriteFile);`. It exports only
+/// when building for wasm, so the crate's native unit tests still link.
 #[macro_export]
 macro_rules! export_tools {
     ($($tool:ty),+ $(,)?) => {
@@ -257,6 +258,9 @@ macro_rules! export_tools {
             }
         }
 
+        // Only a wasm build exports: natively (say, for a tool crate's unit
+        // tests) the export names do not link.
+        #[cfg(target_arch = "wasm32")]
         $crate::bindings::__export_toolset!(__ToolcageToolset with_types_in $crate::bindings);
     };
 }
