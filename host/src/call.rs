@@ -192,7 +192,10 @@ pub struct CallResult {
     /// Wall time of the call.
     #[serde(rename = "duration_ms", serialize_with = "millis")]
     pub duration: Duration,
-    /// Fuel the guest consumed.
+    /// Fuel the guest consumed. Exact when the guest returned or ran out of
+    /// fuel; a lower bound when a timeout or a cancellation stopped it, since
+    /// wasmtime only writes the fuel counter back at calls, not at the epoch
+    /// checks where such a call is stopped.
     pub fuel_used: u64,
     /// What the guest printed.
     pub logs: Logs,

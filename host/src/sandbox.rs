@@ -181,7 +181,9 @@ pub(crate) async fn run(
     let stderr = CappedPipe::new(limits.log_bytes);
     let fuel_budget = limits.fuel.unwrap_or(u64::MAX);
     // Fuel left, sampled at every epoch tick, so a call stopped from outside
-    // still reports what it used.
+    // still reports what it used. Only a lower bound: compiled code keeps the
+    // fuel counter in a register and stores it back at calls, so a tight loop
+    // shows the fuel of its last call.
     let fuel_left = Arc::new(AtomicU64::new(fuel_budget));
 
     let guest = async {

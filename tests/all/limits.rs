@@ -104,7 +104,10 @@ async fn timeout_breached_by_a_loop_with_unlimited_fuel() {
         "stopped after {:?}",
         started.elapsed()
     );
-    assert!(result.fuel_used > 0, "fuel sampled at ticks");
+    assert!(
+        result.fuel_used > 0,
+        "a lower bound, sampled at epoch ticks"
+    );
     assert_still_serving(&registry).await;
 }
 
