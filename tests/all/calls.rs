@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolcage::{CallOptions, CancelToken, ErrorKind, GuestEvent, Limits, Registry};
-use toolcage_tests::{builder, guests, quick_limits, registry};
+use toolcage_tests::{assert_error, builder, guests, quick_limits, registry};
 
 async fn echo() -> Registry {
     registry(
@@ -223,12 +223,7 @@ async fn cancelling_stops_a_looping_guest_promptly() {
     token.cancel();
     let result = call.await.unwrap();
     let latency = cancelled_at.elapsed();
-    assert_eq!(
-        result.error_kind,
-        Some(ErrorKind::Cancelled),
-        "{}",
-        result.output
-    );
+    assert_error(&result, ErrorKind::Cancelled);
     assert!(latency < Duration::from_millis(100), "took {latency:?}");
 }
 

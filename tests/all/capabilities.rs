@@ -4,7 +4,7 @@
 use serde_json::json;
 use tempfile::TempDir;
 use toolcage::{ErrorKind, Mount, Registry};
-use toolcage_tests::{builder, guests, quick_limits, registry};
+use toolcage_tests::{assert_error, builder, guests, quick_limits, registry};
 
 /// `mounted/` (read-only at /workspace), `scratch/` (read-write at /scratch)
 /// and `secret.txt` beside them, outside every mount.
@@ -170,12 +170,7 @@ async fn no_filesystem_without_mounts() {
         json!({ "mode": "read", "path": "/etc/hostname" }),
     )
     .await;
-    assert_eq!(
-        result.error_kind,
-        Some(ErrorKind::ToolError),
-        "{}",
-        result.output
-    );
+    assert_error(&result, ErrorKind::ToolError);
 }
 
 #[tokio::test]
@@ -220,20 +215,10 @@ async fn network_connect_is_denied() {
     )
     .await;
     let result = misbehave(&registry, json!({ "mode": "connect", "path": addr })).await;
-    assert_eq!(
-        result.error_kind,
-        Some(ErrorKind::ToolError),
-        "{}",
-        result.output
-    );
+    assert_error(&result, ErrorKind::ToolError);
     assert!(result.output.starts_with("connect "), "{}", result.output);
     listener.set_nonblocking(true).unwrap();
     assert!(listener.accept().is_err(), "nothing reached the listener");
     let result = misbehave(&registry, json!({ "mode": "resolve", "path": "localhost" })).await;
-    assert_eq!(
-        result.error_kind,
-        Some(ErrorKind::ToolError),
-        "{}",
-        result.output
-    );
+    assert_error(&result, ErrorKind::ToolError);
 }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolcage::{ErrorKind, LimitOverrides, Limits, Registry};
-use toolcage_tests::{builder, guests, quick_limits, registry};
+use toolcage_tests::{assert_error, builder, guests, quick_limits, registry};
 
 async fn misbehave(limits: Limits) -> Registry {
     registry(builder().limits(limits), &[guests::FIXTURE_MISBEHAVE]).await
@@ -43,12 +43,7 @@ async fn fuel_breached_by_an_infinite_loop() {
     };
     let registry = misbehave(limits).await;
     let result = registry.call("misbehave", json!({ "mode": "loop" })).await;
-    assert_eq!(
-        result.error_kind,
-        Some(ErrorKind::OutOfFuel),
-        "{}",
-        result.output
-    );
+    assert_error(&result, ErrorKind::OutOfFuel);
     assert!(
         result.output.contains("ran out of fuel"),
         "{}",
@@ -93,12 +88,7 @@ async fn timeout_breached_by_a_loop_with_unlimited_fuel() {
     let registry = misbehave(limits).await;
     let started = Instant::now();
     let result = registry.call("misbehave", json!({ "mode": "loop" })).await;
-    assert_eq!(
-        result.error_kind,
-        Some(ErrorKind::Timeout),
-        "{}",
-        result.output
-    );
+    assert_error(&result, ErrorKind::Timeout);
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "stopped after {:?}",
@@ -120,12 +110,7 @@ async fn timeout_breached_by_a_guest_sleeping_forever() {
     let registry = misbehave(limits).await;
     let started = Instant::now();
     let result = registry.call("misbehave", json!({ "mode": "sleep" })).await;
-    assert_eq!(
-        result.error_kind,
-        Some(ErrorKind::Timeout),
-        "{}",
-        result.output
-    );
+    assert_error(&result, ErrorKind::Timeout);
     assert!(result.output.contains("300 ms"), "{}", result.output);
     assert!(
         started.elapsed() < Duration::from_secs(5),
@@ -149,22 +134,12 @@ async fn memory_obeyed() {
 async fn memory_breached_by_unbounded_growth() {
     let registry = misbehave(quick_limits()).await;
     let result = registry.call("misbehave", json!({ "mode": "hog" })).await;
-    assert_eq!(
-        result.error_kind,
-        Some(ErrorKind::MemoryLimit),
-        "{}",
-        result.output
-    );
+    assert_error(&result, ErrorKind::MemoryLimit);
     assert!(result.output.contains("64 MiB"), "{}", result.output);
     let result = registry
         .call("misbehave", json!({ "mode": "allocate", "amount": 80 }))
         .await;
-    assert_eq!(
-        result.error_kind,
-        Some(ErrorKind::MemoryLimit),
-        "{}",
-        result.output
-    );
+    assert_error(&result, ErrorKind::MemoryLimit);
     assert_still_serving(&registry).await;
 }
 
@@ -194,12 +169,7 @@ async fn output_breached_by_huge_output() {
             json!({ "mode": "huge_output", "amount": 2 << 20 }),
         )
         .await;
-    assert_eq!(
-        result.error_kind,
-        Some(ErrorKind::OutputLimit),
-        "{}",
-        result.output
-    );
+    assert_error(&result, ErrorKind::OutputLimit);
     assert!(
         result.output.contains("2 MiB") && result.output.contains("1 MiB"),
         "{}",
@@ -247,12 +217,7 @@ async fn stack_breached_by_unbounded_recursion() {
     let result = registry
         .call("misbehave", json!({ "mode": "recurse" }))
         .await;
-    assert_eq!(
-        result.error_kind,
-        Some(ErrorKind::Trap),
-        "{}",
-        result.output
-    );
+    assert_error(&result, ErrorKind::Trap);
     assert!(result.output.contains("stack"), "{}", result.output);
     assert_still_serving(&registry).await;
 }
@@ -263,12 +228,7 @@ async fn stack_override_per_component() {
     let deep = json!({ "mode": "recurse", "amount": 200_000 });
     let default_stack = misbehave(quick_limits()).await;
     let result = default_stack.call("misbehave", deep.clone()).await;
-    assert_eq!(
-        result.error_kind,
-        Some(ErrorKind::Trap),
-        "{}",
-        result.output
-    );
+    assert_error(&result, ErrorKind::Trap);
 
     let bigger = LimitOverrides {
         stack_bytes: Some(32 << 20),
@@ -295,12 +255,7 @@ async fn limits_override_per_component() {
     let result = registry
         .call("misbehave", json!({ "mode": "huge_output", "amount": 11 }))
         .await;
-    assert_eq!(
-        result.error_kind,
-        Some(ErrorKind::OutputLimit),
-        "{}",
-        result.output
-    );
+    assert_error(&result, ErrorKind::OutputLimit);
     let result = registry
         .call("echo", json!({ "text": "not limited to ten bytes" }))
         .await;
@@ -311,12 +266,7 @@ async fn limits_override_per_component() {
 async fn a_panic_is_a_trap_with_the_panic_message() {
     let registry = misbehave(quick_limits()).await;
     let result = registry.call("misbehave", json!({ "mode": "panic" })).await;
-    assert_eq!(
-        result.error_kind,
-        Some(ErrorKind::Trap),
-        "{}",
-        result.output
-    );
+    assert_error(&result, ErrorKind::Trap);
     assert!(
         result.output.contains("panicked on purpose"),
         "{}",

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use toolcage::{FileReport, Limits, Registry, RegistryBuilder, Runtime};
+use toolcage::{CallResult, ErrorKind, FileReport, Limits, Registry, RegistryBuilder, Runtime};
 
 /// Paths of the built components, one constant per guest package.
 pub mod guests {
@@ -39,6 +39,12 @@ pub async fn registry(builder: RegistryBuilder, components: &[&str]) -> Registry
         assert_loaded(&report);
     }
     registry
+}
+
+/// Asserts that a call failed with `kind`, showing its output otherwise.
+pub fn assert_error(result: &CallResult, kind: ErrorKind) {
+    assert_eq!(result.error_kind, Some(kind), "{}", result.output);
+    assert!(result.is_error);
 }
 
 /// Asserts that a component loaded with no error.
