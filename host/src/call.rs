@@ -330,8 +330,7 @@ impl Registry {
         };
         let ran = sandbox::run(
             &component.pre,
-            &component.limits,
-            &component.mounts,
+            &component.grants,
             invocation,
             observer,
             options.cancel.as_ref(),
@@ -345,7 +344,7 @@ impl Registry {
                 let is_error = returned.is_err();
                 let outcome = returned.unwrap_or_else(|outcome| outcome);
                 let size = outcome.output.len() + outcome.details.as_ref().map_or(0, String::len);
-                let limit = component.limits.output_bytes;
+                let limit = component.grants.limits.output_bytes;
                 if size > limit {
                     result.error_kind = Some(ErrorKind::OutputLimit);
                     result.output = format!(

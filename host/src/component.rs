@@ -8,10 +8,10 @@
 
 use std::path::PathBuf;
 
+use crate::LoadError;
 use crate::bindings::ToolsetPre;
 use crate::engine::EngineHandle;
-use crate::sandbox::CallState;
-use crate::{Limits, LoadError, Mount};
+use crate::sandbox::{CallState, Grants};
 
 /// What a tool declares about itself.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -95,8 +95,7 @@ pub(crate) struct Component {
     /// BLAKE3 of the component's limits and mounts, hex.
     pub grants_hash: String,
     pub pre: ToolsetPre<CallState>,
-    pub limits: Limits,
-    pub mounts: Vec<Mount>,
+    pub grants: Grants,
 }
 
 /// Compiles and links `bytes`. CPU-heavy: call it on a blocking thread.

@@ -9,6 +9,7 @@
 //! ```toml
 //! tools = ["tools"]              # directories of *.wasm, loaded in order
 //! bundled = true                 # the standard toolset, registered first
+//! blocking_file_io = true        # false for mounts that can hang (network)
 //!
 //! [limits]                       # defaults for every component
 //! fuel = 10_000_000_000          # or "unlimited"
@@ -57,6 +58,8 @@ pub struct Config {
     /// Whether the bundled standard toolset is registered (first). Default:
     /// true.
     pub bundled: bool,
+    /// See [`RegistryBuilder::blocking_file_io`]. Default: true.
+    pub blocking_file_io: bool,
     /// Limits for every component, over [`Limits::default()`](crate::Limits).
     pub limits: LimitOverrides,
     /// Mounts lent to every component.
@@ -77,6 +80,7 @@ impl Default for Config {
         Config {
             tools: Vec::new(),
             bundled: true,
+            blocking_file_io: true,
             limits: LimitOverrides::default(),
             mounts: Vec::new(),
             components: BTreeMap::new(),
@@ -101,6 +105,7 @@ struct RawConfig {
     #[serde(default)]
     tools: Vec<PathBuf>,
     bundled: Option<bool>,
+    blocking_file_io: Option<bool>,
     #[serde(default)]
     limits: RawLimits,
     #[serde(default)]
@@ -216,6 +221,7 @@ impl Config {
         Ok(Config {
             tools: raw.tools.iter().map(|p| resolve(p)).collect(),
             bundled: raw.bundled.unwrap_or(true),
+            blocking_file_io: raw.blocking_file_io.unwrap_or(true),
             limits: limits(&raw.limits, "limits")?,
             mounts: mounts(&raw.mounts, "mounts")?,
             components,
@@ -227,7 +233,9 @@ impl Config {
     /// (such as command-line flags) layered over the file's.
     pub fn registry_builder(&self, limits: &LimitOverrides) -> RegistryBuilder {
         let defaults = self.limits.then(limits).apply(crate::Limits::default());
-        let mut builder = crate::Registry::builder().limits(defaults);
+        let mut builder = crate::Registry::builder()
+            .limits(defaults)
+            .blocking_file_io(self.blocking_file_io);
         for mount in &self.mounts {
             builder = builder.mount(mount.clone());
         }

@@ -18,7 +18,7 @@ use jsonschema::Validator;
 
 use crate::component::Component;
 use crate::engine::Runtime;
-use crate::sandbox::{self, Invocation, Observer, Returned};
+use crate::sandbox::{self, Grants, Invocation, Observer, Returned};
 use crate::schema::{self, CheckedTool};
 use crate::{Descriptor, Error, LimitOverrides, Limits, LoadError, Mount, Source};
 
@@ -108,11 +108,23 @@ pub struct Shadowed {
 
 /// What the operator grants: default limits and mounts, and per-component
 /// overrides.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct Policy {
     pub limits: Limits,
     pub mounts: Vec<Mount>,
     pub components: HashMap<String, ComponentPolicy>,
+    pub blocking_file_io: bool,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            limits: Limits::default(),
+            mounts: Vec::new(),
+            components: HashMap::new(),
+            blocking_file_io: true,
+        }
+    }
 }
 
 /// What one component gets on top of the defaults.
@@ -153,6 +165,8 @@ impl Policy {
 ///   timeout 30 s, memory 256 MiB, output 1 MiB, logs 64 KiB per stream,
 ///   stack 1 MiB);
 /// - mounts: none, so tools see no filesystem;
+/// - file operations: on the thread running the call
+///   ([`blocking_file_io`](Self::blocking_file_io));
 /// - environment, arguments, stdin, network: none, and not configurable per
 ///   tool.
 #[derive(Debug, Default)]
@@ -196,6 +210,19 @@ impl RegistryBuilder {
             .or_default()
             .mounts
             .push(mount);
+        self
+    }
+
+    /// Whether a guest's file operations run on the thread running the call
+    /// (true) or on tokio's blocking thread pool (false). Default: true, which
+    /// makes file-heavy calls several times faster (the bundled `grep` over
+    /// 50 MB: 82 ms against 534 ms). The cost: while one file operation
+    /// blocks, so does the executor thread running the call, and a timeout or
+    /// cancellation takes effect only once that operation returns. Turn it
+    /// off when mounts are on filesystems that can hang, such as network
+    /// mounts.
+    pub fn blocking_file_io(mut self, blocking: bool) -> Self {
+        self.policy.blocking_file_io = blocking;
         self
     }
 
@@ -331,10 +358,14 @@ impl Registry {
             .await?;
 
         // describe() runs with the component's limits and no filesystem.
+        let grants = Grants {
+            limits,
+            mounts: Vec::new(),
+            blocking_file_io: self.policy.blocking_file_io,
+        };
         let ran = sandbox::run(
             &pre,
-            &limits,
-            &[],
+            &grants,
             Invocation::Describe,
             Observer { events: None },
             None,
@@ -369,10 +400,14 @@ impl Registry {
                 .map_err(|reason| LoadError::InvalidDescriptor { tool, reason })?;
             tools.push(checked);
         }
-        let mounts = self.policy.mounts_for(&name);
-        let grants_hash = blake3::hash(format!("{limits:?}{mounts:?}").as_bytes())
-            .to_hex()
-            .to_string();
+        let grants = Grants {
+            mounts: self.policy.mounts_for(&name),
+            ..grants
+        };
+        let grants_hash =
+            blake3::hash(format!("{:?}{:?}", grants.limits, grants.mounts).as_bytes())
+                .to_hex()
+                .to_string();
         Ok((
             Arc::new(Component {
                 name,
@@ -380,8 +415,7 @@ impl Registry {
                 hash,
                 grants_hash,
                 pre,
-                limits,
-                mounts,
+                grants,
             }),
             tools,
         ))

@@ -166,17 +166,28 @@ impl ResourceLimiter for MemoryLimiter {
     }
 }
 
-/// Runs `invocation` in a fresh instance of `pre`, within `limits`, seeing
-/// only `mounts`, until it returns, breaches a limit, or `cancel` fires.
+/// What the operator grants a component's calls.
+#[derive(Debug, Clone)]
+pub(crate) struct Grants {
+    pub limits: Limits,
+    pub mounts: Vec<Mount>,
+    /// Run WASI file operations on the calling thread rather than on tokio's
+    /// blocking pool (see `RegistryBuilder::blocking_file_io`).
+    pub blocking_file_io: bool,
+}
+
+/// Runs `invocation` in a fresh instance of `pre`, within `grants`' limits
+/// and seeing only its mounts, until it returns, breaches a limit, or
+/// `cancel` fires.
 pub(crate) async fn run(
     pre: &ToolsetPre<CallState>,
-    limits: &Limits,
-    mounts: &[Mount],
+    grants: &Grants,
     invocation: Invocation,
     observer: Observer,
     cancel: Option<&CancelToken>,
 ) -> Ran {
     let started = Instant::now();
+    let limits = &grants.limits;
     let stdout = CappedPipe::new(limits.log_bytes);
     let stderr = CappedPipe::new(limits.log_bytes);
     let fuel_budget = limits.fuel.unwrap_or(u64::MAX);
@@ -189,8 +200,7 @@ pub(crate) async fn run(
     let guest = async {
         let mut store = new_store(
             pre,
-            limits,
-            mounts,
+            grants,
             &stdout,
             &stderr,
             observer,
@@ -256,8 +266,7 @@ async fn cancelled(cancel: Option<&CancelToken>) {
 
 fn new_store(
     pre: &ToolsetPre<CallState>,
-    limits: &Limits,
-    mounts: &[Mount],
+    grants: &Grants,
     stdout: &CappedPipe,
     stderr: &CappedPipe,
     observer: Observer,
@@ -268,8 +277,10 @@ fn new_store(
         .stderr(stderr.clone())
         .allow_tcp(false)
         .allow_udp(false)
-        .allow_ip_name_lookup(false);
-    for mount in mounts {
+        .allow_ip_name_lookup(false)
+        .allow_blocking_current_thread(grants.blocking_file_io);
+    let limits = &grants.limits;
+    for mount in &grants.mounts {
         let perms = if mount.is_writable() {
             FsPerms::ReadWrite
         } else {

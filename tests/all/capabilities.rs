@@ -73,6 +73,28 @@ async fn reads_inside_a_mount() {
 }
 
 #[tokio::test]
+async fn file_operations_work_on_the_blocking_pool_too() {
+    let tree = Tree::new();
+    let builder = builder()
+        .limits(quick_limits())
+        .blocking_file_io(false)
+        .mount(Mount::read_only(tree.path("mounted"), "/workspace"));
+    let registry = registry(builder, &[guests::FIXTURE_MISBEHAVE]).await;
+    let result = misbehave(
+        &registry,
+        json!({ "mode": "read", "path": "/workspace/hello.txt" }),
+    )
+    .await;
+    assert_eq!(result.output, "hello from the host");
+    let result = misbehave(
+        &registry,
+        json!({ "mode": "read", "path": "/workspace/escape" }),
+    )
+    .await;
+    assert_error(&result, ErrorKind::ToolError);
+}
+
+#[tokio::test]
 async fn reads_outside_every_mount_are_denied() {
     let tree = Tree::new();
     let registry = tree.registry().await;
