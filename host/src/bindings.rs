@@ -4,7 +4,9 @@
 wasmtime::component::bindgen!({
     world: "toolset",
     path: "../wit",
-    imports: { default: tracing },
+    // No `tracing` flag on imports: it would log every `log` and `progress`
+    // message in full before the host's own caps apply. The host traces them
+    // itself, bounded, inside the call's span.
     exports: { default: async },
 });
 

@@ -9,7 +9,7 @@
 //! ```toml
 //! tools = ["tools"]              # directories of *.wasm, loaded in order
 //! bundled = true                 # the standard toolset, registered first
-//! blocking_file_io = true        # false for mounts that can hang (network)
+//! blocking_file_io = false       # true: faster file I/O, for local mounts only
 //!
 //! [limits]                       # defaults for every component
 //! fuel = 10_000_000_000          # or "unlimited"
@@ -47,6 +47,9 @@ use serde::Deserialize;
 use crate::agent::Permissions;
 use crate::{Error, LimitOverrides, Mount, RegistryBuilder};
 
+/// The largest wasm stack a config may ask for: 256 MiB.
+const MAX_STACK_BYTES: usize = 256 << 20;
+
 /// The name of the file looked up in the working directory.
 pub const CONFIG_FILE_NAME: &str = "toolcage.toml";
 
@@ -58,7 +61,7 @@ pub struct Config {
     /// Whether the bundled standard toolset is registered (first). Default:
     /// true.
     pub bundled: bool,
-    /// See [`RegistryBuilder::blocking_file_io`]. Default: true.
+    /// See [`RegistryBuilder::blocking_file_io`]. Default: false.
     pub blocking_file_io: bool,
     /// Limits for every component, over [`Limits::default()`](crate::Limits).
     pub limits: LimitOverrides,
@@ -80,7 +83,7 @@ impl Default for Config {
         Config {
             tools: Vec::new(),
             bundled: true,
-            blocking_file_io: true,
+            blocking_file_io: false,
             limits: LimitOverrides::default(),
             mounts: Vec::new(),
             components: BTreeMap::new(),
@@ -221,7 +224,7 @@ impl Config {
         Ok(Config {
             tools: raw.tools.iter().map(|p| resolve(p)).collect(),
             bundled: raw.bundled.unwrap_or(true),
-            blocking_file_io: raw.blocking_file_io.unwrap_or(true),
+            blocking_file_io: raw.blocking_file_io.unwrap_or(false),
             limits: limits(&raw.limits, "limits")?,
             mounts: mounts(&raw.mounts, "mounts")?,
             components,
@@ -280,13 +283,20 @@ fn limits(raw: &RawLimits, key: &str) -> Result<LimitOverrides, String> {
             ));
         }
     };
+    let stack_bytes = bytes(raw.stack_kib, "stack_kib", 10)?;
+    if stack_bytes.is_some_and(|b| b > MAX_STACK_BYTES) {
+        return Err(format!(
+            "{key}.stack_kib: at most {} KiB",
+            MAX_STACK_BYTES >> 10
+        ));
+    }
     Ok(LimitOverrides {
         fuel,
         timeout: positive(raw.timeout_ms, "timeout_ms")?.map(Duration::from_millis),
         memory_bytes: bytes(raw.memory_mib, "memory_mib", 20)?,
         output_bytes: bytes(raw.output_kib, "output_kib", 10)?,
         log_bytes: bytes(raw.log_kib, "log_kib", 10)?,
-        stack_bytes: bytes(raw.stack_kib, "stack_kib", 10)?,
+        stack_bytes,
     })
 }
 
@@ -382,6 +392,7 @@ mod tests {
             ("[permissions]\nedit_file = \"maybe\"", "`edit_file`"),
             ("[permissions]\n\"read file\" = \"deny\"", "`read file`"),
             ("bundled = \"yes\"", "bundled"),
+            ("[limits]\nstack_kib = 99999999999", "limits.stack_kib"),
         ] {
             let error = parse(text).unwrap_err();
             assert!(error.contains(needle), "{text}: {error}");

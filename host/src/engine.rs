@@ -177,7 +177,7 @@ fn new_engine(stack_bytes: usize, cache: Option<wasmtime::Cache>) -> Result<Engi
         .max_wasm_stack(stack_bytes)
         // The fiber a call runs on must hold the wasm stack plus the host
         // functions it calls.
-        .async_stack_size(stack_bytes + (1 << 20));
+        .async_stack_size(stack_bytes.saturating_add(1 << 20));
     let engine = wasmtime::Engine::new(&config).map_err(|e| Error::Engine(format!("{e:#}")))?;
     let mut linker = Linker::new(&engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)

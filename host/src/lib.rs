@@ -59,5 +59,6 @@ pub use error::{Error, ErrorKind, LoadError};
 pub use limits::{LimitOverrides, Limits};
 pub use mount::Mount;
 pub use registry::{
-    FileReport, MAX_TOOLS_PER_COMPONENT, Registry, RegistryBuilder, Shadowed, ToolInfo,
+    FileReport, MAX_COMPONENT_BYTES, MAX_TOOLS_PER_COMPONENT, Registry, RegistryBuilder, Shadowed,
+    ToolInfo,
 };

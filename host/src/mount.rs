@@ -23,11 +23,11 @@ pub struct Mount {
 
 impl Mount {
     /// Lends `host` read-only at `guest` (an absolute guest path such as
-    /// `/workspace`).
+    /// `/workspace`; repeated and trailing slashes are dropped).
     pub fn read_only(host: impl Into<PathBuf>, guest: impl Into<String>) -> Self {
         Mount {
             host: host.into(),
-            guest: guest.into(),
+            guest: normalize(&guest.into()),
             writable: false,
         }
     }
@@ -60,7 +60,7 @@ impl Mount {
         }
         let mount = Mount {
             host: host.into(),
-            guest: guest.into(),
+            guest: normalize(guest),
             writable,
         };
         mount.check_guest_path()?;
@@ -117,9 +117,27 @@ impl Mount {
     }
 }
 
+/// `//a//b/` → `/a/b`, so that two spellings of a guest path are one path.
+fn normalize(guest: &str) -> String {
+    let parts: Vec<&str> = guest.split('/').filter(|part| !part.is_empty()).collect();
+    let joined = parts.join("/");
+    if guest.starts_with('/') {
+        format!("/{joined}")
+    } else {
+        joined
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guest_paths_are_normalized() {
+        assert_eq!(Mount::read_only("/a", "/workspace/").guest(), "/workspace");
+        assert_eq!(Mount::parse("/a://w//x/:rw").unwrap().guest(), "/w/x");
+        assert_eq!(Mount::read_only("/a", "/").guest(), "/");
+    }
 
     #[test]
     fn parses_modes() {

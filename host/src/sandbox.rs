@@ -29,8 +29,24 @@ use crate::{CancelToken, ErrorKind, GuestEvent, Limits, LogLevel, Logs, Mount};
 const MAX_GUEST_EVENTS: usize = 1_000;
 /// The longest `log` or `progress` message kept, in bytes.
 const MAX_EVENT_MESSAGE: usize = 4 << 10;
-/// The most table elements an instance may grow to.
+/// The most table elements a call's instances may hold, all tables together.
 const MAX_TABLE_ELEMENTS: usize = 100_000;
+/// The most core instances, linear memories and tables a component may
+/// create: enough for any toolchain's output, few enough that nobody can
+/// multiply the memory limit by declaring many memories.
+const MAX_INSTANCES: usize = 64;
+const MAX_MEMORIES: usize = 8;
+const MAX_TABLES: usize = 32;
+/// The most WASI resources (open files, directory streams, pollables…) a call
+/// may hold at once; each open file is a host file descriptor.
+const MAX_WASI_RESOURCES: usize = 1024;
+/// The most component-model resource handles a call may hold.
+const MAX_COMPONENT_HANDLES: usize = 10_000;
+/// What one host call may copy out of the guest beyond the output limit: the
+/// outcome's framing, and room for WASI requests.
+const TRANSFER_SLACK: usize = 64 << 10;
+/// What `describe()` may return, all descriptors together.
+pub(crate) const MAX_DESCRIBE_BYTES: usize = 4 << 20;
 
 /// What to run in the sandbox.
 pub(crate) enum Invocation {
@@ -90,11 +106,17 @@ impl toolcage::tool::host::Host for CallState {
         }
         let message = truncate(message, MAX_EVENT_MESSAGE);
         match level {
-            Level::Trace => tracing::trace!(target: "toolcage::guest", "{message}"),
-            Level::Debug => tracing::debug!(target: "toolcage::guest", "{message}"),
-            Level::Info => tracing::info!(target: "toolcage::guest", "{message}"),
-            Level::Warn => tracing::warn!(target: "toolcage::guest", "{message}"),
-            Level::Error => tracing::error!(target: "toolcage::guest", "{message}"),
+            Level::Trace => {
+                tracing::trace!(target: "toolcage::guest", "{}", message.escape_debug())
+            }
+            Level::Debug => {
+                tracing::debug!(target: "toolcage::guest", "{}", message.escape_debug())
+            }
+            Level::Info => tracing::info!(target: "toolcage::guest", "{}", message.escape_debug()),
+            Level::Warn => tracing::warn!(target: "toolcage::guest", "{}", message.escape_debug()),
+            Level::Error => {
+                tracing::error!(target: "toolcage::guest", "{}", message.escape_debug())
+            }
         }
         if let Some(events) = &self.observer.events {
             let level = match level {
@@ -116,7 +138,7 @@ impl toolcage::tool::host::Host for CallState {
         let fraction = fraction
             .filter(|f| f.is_finite())
             .map(|f| f.clamp(0.0, 1.0));
-        tracing::debug!(target: "toolcage::guest", fraction, "progress: {message}");
+        tracing::debug!(target: "toolcage::guest", fraction, "progress: {}", message.escape_debug());
         if let Some(events) = &self.observer.events {
             events(GuestEvent::Progress { message, fraction });
         }
@@ -135,34 +157,70 @@ impl CallState {
     }
 }
 
-/// Caps linear memory and tables, remembering whether the cap was hit so a
-/// resulting trap is reported as [`ErrorKind::MemoryLimit`].
+/// Caps linear memory and tables, summed over every memory and table of the
+/// call's instances, and remembers whether the cap was hit so a resulting
+/// trap is reported as [`ErrorKind::MemoryLimit`].
 struct MemoryLimiter {
     max_bytes: usize,
+    memory_bytes: usize,
+    table_elements: usize,
     hit: bool,
+}
+
+impl MemoryLimiter {
+    /// Grows `total` by `desired - current` if the result stays within `max`.
+    fn grow(total: &mut usize, current: usize, desired: usize, max: usize, hit: &mut bool) -> bool {
+        let grown = total.saturating_add(desired.saturating_sub(current));
+        let allowed = grown <= max;
+        if allowed {
+            *total = grown;
+        }
+        *hit |= !allowed;
+        allowed
+    }
 }
 
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let allowed = desired <= self.max_bytes;
-        self.hit |= !allowed;
-        Ok(allowed)
+        Ok(Self::grow(
+            &mut self.memory_bytes,
+            current,
+            desired,
+            self.max_bytes,
+            &mut self.hit,
+        ))
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let allowed = desired <= MAX_TABLE_ELEMENTS;
-        self.hit |= !allowed;
-        Ok(allowed)
+        Ok(Self::grow(
+            &mut self.table_elements,
+            current,
+            desired,
+            MAX_TABLE_ELEMENTS,
+            &mut self.hit,
+        ))
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
     }
 }
 
@@ -188,6 +246,12 @@ pub(crate) async fn run(
 ) -> Ran {
     let started = Instant::now();
     let limits = &grants.limits;
+    // The most one host call may copy out of the guest: its outcome, a log
+    // line, a WASI request.
+    let transfer_cap = match invocation {
+        Invocation::Describe => MAX_DESCRIBE_BYTES,
+        Invocation::Call { .. } => limits.output_bytes.saturating_add(TRANSFER_SLACK),
+    };
     let stdout = CappedPipe::new(limits.log_bytes);
     let stderr = CappedPipe::new(limits.log_bytes);
     let fuel_budget = limits.fuel.unwrap_or(u64::MAX);
@@ -205,6 +269,7 @@ pub(crate) async fn run(
             &stderr,
             observer,
             fuel_left.clone(),
+            transfer_cap,
         )
         .map_err(|e| Stopped {
             kind: ErrorKind::Trap,
@@ -227,7 +292,7 @@ pub(crate) async fn run(
         }
         .await;
         fuel_left.store(store.get_fuel().unwrap_or(0), Ordering::Relaxed);
-        returned.map_err(|error| classify(error, store.data().limiter.hit, limits))
+        returned.map_err(|error| classify(error, store.data().limiter.hit, limits, transfer_cap))
     };
 
     let result = tokio::select! {
@@ -271,6 +336,7 @@ fn new_store(
     stderr: &CappedPipe,
     observer: Observer,
     fuel_left: Arc<AtomicU64>,
+    transfer_cap: usize,
 ) -> wasmtime::Result<Store<CallState>> {
     let mut wasi = WasiCtx::builder();
     wasi.stdout(stdout.clone())
@@ -288,11 +354,15 @@ fn new_store(
         };
         wasi.preopened_dir(mount.host(), mount.guest(), perms)?;
     }
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(MAX_WASI_RESOURCES);
     let state = CallState {
         wasi: wasi.build(),
-        table: ResourceTable::new(),
+        table,
         limiter: MemoryLimiter {
             max_bytes: limits.memory_bytes,
+            memory_bytes: 0,
+            table_elements: 0,
             hit: false,
         },
         observer,
@@ -300,6 +370,8 @@ fn new_store(
     };
     let mut store = Store::new(pre.engine(), state);
     store.limiter(|state| &mut state.limiter);
+    store.set_hostcall_fuel(transfer_cap);
+    store.set_max_component_handles(MAX_COMPONENT_HANDLES);
     store.set_fuel(limits.fuel.unwrap_or(u64::MAX))?;
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |store| {
@@ -311,8 +383,24 @@ fn new_store(
 }
 
 /// Turns a guest failure into the error kind and message a model reads.
-fn classify(error: wasmtime::Error, memory_limit_hit: bool, limits: &Limits) -> Stopped {
+fn classify(
+    error: wasmtime::Error,
+    memory_limit_hit: bool,
+    limits: &Limits,
+    transfer_cap: usize,
+) -> Stopped {
     let trap = error.downcast_ref::<Trap>().copied();
+    // wasmtime 48 reports a breached hostcall fuel (`set_hostcall_fuel`) only
+    // as this message.
+    if trap.is_none() && format!("{error:#}").contains("too much data is being copied") {
+        return Stopped {
+            kind: ErrorKind::OutputLimit,
+            message: format!(
+                "The tool tried to hand the host more than {} at once and was stopped. Ask for less: a narrower query, a smaller range, or fewer results.",
+                human_bytes(transfer_cap)
+            ),
+        };
+    }
     if trap == Some(Trap::OutOfFuel) {
         return Stopped {
             kind: ErrorKind::OutOfFuel,
@@ -331,14 +419,19 @@ fn classify(error: wasmtime::Error, memory_limit_hit: bool, limits: &Limits) -> 
             ),
         };
     }
+    let root_cause = error.root_cause().to_string();
     let reason = match trap {
         Some(Trap::StackOverflow) => "it overflowed its stack (too deep a recursion)".to_string(),
         Some(trap) => trap.to_string(),
-        None => format!("{error:#}")
-            .lines()
-            .next()
-            .unwrap_or("unknown error")
-            .to_string(),
+        None if error
+            .downcast_ref::<wasmtime::component::ResourceTableError>()
+            .is_some() =>
+        {
+            format!(
+                "it held more than {MAX_WASI_RESOURCES} open files, directories or streams at once"
+            )
+        }
+        None => root_cause,
     };
     Stopped {
         kind: ErrorKind::Trap,
@@ -467,6 +560,35 @@ mod tests {
         writer.write_all(b"defgh").await.unwrap();
         assert_eq!(pipe.text(), "abcd");
         assert!(pipe.truncated());
+    }
+
+    #[test]
+    fn the_memory_limit_counts_every_memory() {
+        let mut limiter = MemoryLimiter {
+            max_bytes: 64 << 20,
+            memory_bytes: 0,
+            table_elements: 0,
+            hit: false,
+        };
+        assert!(limiter.memory_growing(0, 40 << 20, None).unwrap());
+        assert!(
+            limiter.memory_growing(40 << 20, 48 << 20, None).unwrap(),
+            "growing the same memory"
+        );
+        assert!(
+            !limiter.memory_growing(0, 40 << 20, None).unwrap(),
+            "a second memory shares the budget"
+        );
+        assert!(limiter.hit);
+        assert!(
+            limiter.memory_growing(0, 16 << 20, None).unwrap(),
+            "what is left is still usable"
+        );
+        assert!(
+            !limiter
+                .table_growing(0, MAX_TABLE_ELEMENTS + 1, None)
+                .unwrap()
+        );
     }
 
     #[test]

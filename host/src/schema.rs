@@ -16,6 +16,14 @@ use crate::{Descriptor, Hints};
 
 /// The longest tool name.
 const MAX_NAME_LEN: usize = 64;
+/// The longest title, description and schema, in bytes: a descriptor ends up
+/// in every request to the model, so a component must not flood its context.
+const MAX_TITLE_LEN: usize = 256;
+const MAX_DESCRIPTION_LEN: usize = 16 << 10;
+const MAX_SCHEMA_LEN: usize = 64 << 10;
+/// The most validation errors listed to the model, and the longest line.
+const MAX_ERROR_LINES: usize = 20;
+const MAX_ERROR_LINE_LEN: usize = 300;
 
 /// A descriptor that passed every check, with its schemas compiled.
 pub(crate) struct CheckedTool {
@@ -28,6 +36,26 @@ pub(crate) struct CheckedTool {
 /// wrong, for the operator's load report.
 pub(crate) fn check_descriptor(wit: WitDescriptor) -> Result<CheckedTool, String> {
     check_name(&wit.name)?;
+    let too_long = |what: &str, len: usize, max: usize| {
+        (len > max).then(|| format!("{what} is {len} bytes long; at most {max} are allowed"))
+    };
+    let lengths = [
+        too_long(
+            "title",
+            wit.title.as_ref().map_or(0, String::len),
+            MAX_TITLE_LEN,
+        ),
+        too_long("description", wit.description.len(), MAX_DESCRIPTION_LEN),
+        too_long("input-schema", wit.input_schema.len(), MAX_SCHEMA_LEN),
+        too_long(
+            "output-schema",
+            wit.output_schema.as_ref().map_or(0, String::len),
+            MAX_SCHEMA_LEN,
+        ),
+    ];
+    if let Some(error) = lengths.into_iter().flatten().next() {
+        return Err(error);
+    }
     let input_schema = parse_schema("input-schema", &wit.input_schema)?;
     if input_schema.get("type") != Some(&Value::String("object".into())) {
         return Err(
@@ -87,20 +115,47 @@ fn compile(which: &str, schema: &Value) -> Result<Validator, String> {
                 pointer(e.instance_path().as_str())
             )
         })?;
+    // `pattern` and `patternProperties` use the `regex` crate: linear time,
+    // so no schema and no instance can make validation backtrack for minutes.
+    // Patterns it cannot express (backreferences, lookaround) are refused.
     jsonschema::options()
         .with_draft(Draft::Draft202012)
+        .with_pattern_options(jsonschema::PatternOptions::regex())
         .build(schema)
         .map_err(|e| format!("{which} cannot be compiled: {e}"))
 }
 
 /// Every way `instance` fails `validator`, one line each
-/// (`- <instance path>: <message>`), or `None` when it is valid.
+/// (`- <instance path>: <message>`), or `None` when it is valid. At most
+/// [`MAX_ERROR_LINES`] lines are listed, each cut at [`MAX_ERROR_LINE_LEN`]
+/// bytes, and a last line counts the rest.
 pub(crate) fn errors(validator: &Validator, instance: &Value) -> Option<String> {
-    let lines: Vec<String> = validator
-        .iter_errors(instance)
-        .map(|error| format!("- {}: {}", pointer(error.instance_path().as_str()), error))
-        .collect();
+    let mut lines = Vec::new();
+    let mut more = 0;
+    for error in validator.iter_errors(instance) {
+        if lines.len() == MAX_ERROR_LINES {
+            more += 1;
+            continue;
+        }
+        let line = format!("- {}: {}", pointer(error.instance_path().as_str()), error);
+        lines.push(cut(line, MAX_ERROR_LINE_LEN));
+    }
+    if more > 0 {
+        lines.push(format!("- … and {more} more"));
+    }
     (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+fn cut(mut line: String, max: usize) -> String {
+    if line.len() > max {
+        let mut end = max;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        line.truncate(end);
+        line.push('…');
+    }
+    line
 }
 
 /// A JSON pointer for people: the root, which is the empty pointer, is `/`.
@@ -182,6 +237,40 @@ mod tests {
                 .unwrap();
             assert!(error.contains(expected), "{input}: {error}");
         }
+    }
+
+    #[test]
+    fn oversized_descriptors_are_refused() {
+        let mut big = descriptor("t", OBJECT, None);
+        big.description = "x".repeat(MAX_DESCRIPTION_LEN + 1);
+        let error = check_descriptor(big).err().unwrap();
+        assert!(error.contains("description is 16385 bytes long"), "{error}");
+        let padded = format!(
+            r#"{{"type":"object","description":"{}"}}"#,
+            "x".repeat(MAX_SCHEMA_LEN)
+        );
+        let error = check_descriptor(descriptor("t", &padded, None))
+            .err()
+            .unwrap();
+        assert!(error.contains("input-schema is"), "{error}");
+    }
+
+    #[test]
+    fn backtracking_patterns_are_refused() {
+        let schema = r#"{"type":"object","properties":{"x":{"pattern":"^(a|aa)*\\1b$"}}}"#;
+        let error = check_descriptor(descriptor("t", schema, None))
+            .err()
+            .unwrap();
+        assert!(error.contains("cannot be compiled"), "{error}");
+    }
+
+    #[test]
+    fn error_listings_are_capped() {
+        let schema = json!({ "type": "array", "items": { "type": "string" } });
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let report = errors(&validator, &json!(vec![1; 100])).unwrap();
+        assert_eq!(report.lines().count(), MAX_ERROR_LINES + 1, "{report}");
+        assert!(report.ends_with("- … and 80 more"), "{report}");
     }
 
     #[test]

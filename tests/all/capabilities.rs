@@ -73,11 +73,61 @@ async fn reads_inside_a_mount() {
 }
 
 #[tokio::test]
-async fn file_operations_work_on_the_blocking_pool_too() {
+async fn open_files_are_bounded_per_call() {
+    let tree = Tree::new();
+    let registry = tree.registry().await;
+    let args = |amount: u64| json!({ "mode": "hold_open", "path": "/workspace/hello.txt", "amount": amount });
+    let result = misbehave(&registry, args(100)).await;
+    assert_eq!(result.output, "holding 100 files");
+    let result = misbehave(&registry, args(5000)).await;
+    assert_error(&result, ErrorKind::Trap);
+    assert!(
+        result.output.contains("more than 1024 open files"),
+        "{}",
+        result.output
+    );
+    let result = misbehave(&registry, args(100)).await;
+    assert_eq!(
+        result.output, "holding 100 files",
+        "the next call starts afresh"
+    );
+}
+
+#[tokio::test]
+async fn a_hanging_file_operation_is_stopped_by_the_timeout() {
+    let tree = Tree::new();
+    let fifo = tree.path("mounted/pipe");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let limits = toolcage::Limits {
+        timeout: std::time::Duration::from_millis(300),
+        ..quick_limits()
+    };
+    let builder = builder()
+        .limits(limits)
+        .mount(Mount::read_only(tree.path("mounted"), "/workspace"));
+    let registry = registry(builder, &[guests::FIXTURE_MISBEHAVE]).await;
+    let started = std::time::Instant::now();
+    let result = misbehave(
+        &registry,
+        json!({ "mode": "read", "path": "/workspace/pipe" }),
+    )
+    .await;
+    assert_error(&result, ErrorKind::Timeout);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // Unblock the reader left on the blocking pool.
+    std::fs::write(&fifo, "").ok();
+}
+
+#[tokio::test]
+async fn file_operations_work_on_the_calling_thread_too() {
     let tree = Tree::new();
     let builder = builder()
         .limits(quick_limits())
-        .blocking_file_io(false)
+        .blocking_file_io(true)
         .mount(Mount::read_only(tree.path("mounted"), "/workspace"));
     let registry = registry(builder, &[guests::FIXTURE_MISBEHAVE]).await;
     let result = misbehave(

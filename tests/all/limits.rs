@@ -163,18 +163,28 @@ async fn output_obeyed() {
 #[tokio::test]
 async fn output_breached_by_huge_output() {
     let registry = misbehave(quick_limits()).await;
+    // Past the limit, but within what one host call may copy out of the guest.
     let result = registry
         .call(
             "misbehave",
-            json!({ "mode": "huge_output", "amount": 2 << 20 }),
+            json!({ "mode": "huge_output", "amount": (1 << 20) + 1000 }),
         )
         .await;
     assert_error(&result, ErrorKind::OutputLimit);
     assert!(
-        result.output.contains("2 MiB") && result.output.contains("1 MiB"),
+        result.output.contains("more than its limit of 1 MiB"),
         "{}",
         result.output
     );
+    // Far past it: stopped while being copied, before the host holds it.
+    let result = registry
+        .call(
+            "misbehave",
+            json!({ "mode": "huge_output", "amount": 20 << 20 }),
+        )
+        .await;
+    assert_error(&result, ErrorKind::OutputLimit);
+    assert!(result.output.contains("at once"), "{}", result.output);
     assert_still_serving(&registry).await;
 }
 

@@ -80,7 +80,8 @@ async fn a_directory_loads_in_file_name_order_and_skips_bad_files() {
             "g_text",
             "h_empty",
             "i_core",
-            "j_truncated"
+            "j_truncated",
+            "k_dir"
         ]
     );
     // The twin came first in file order, so it owns `echo` here.
@@ -122,6 +123,7 @@ async fn a_directory_loads_in_file_name_order_and_skips_bad_files() {
     assert_eq!(error(7), LoadError::NotWasm);
     assert_eq!(error(8), LoadError::CoreModule);
     assert!(matches!(error(9), LoadError::Compile(_)), "{}", error(9));
+    assert_eq!(error(10), LoadError::Io("not a regular file".into()));
     assert!(
         registry.tool("good_schema").is_none(),
         "a component with one invalid tool is skipped whole"
@@ -248,4 +250,27 @@ async fn a_component_declaring_too_many_tools_is_skipped() {
     let report = registry.load_file(guests::FIXTURE_MANY_TOOLS).await;
     assert_eq!(report.error, Some(LoadError::TooManyTools(300)));
     assert_eq!(registry.tools().len(), 0);
+}
+
+#[tokio::test]
+async fn files_that_are_not_regular_are_skipped_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(dir.path().join("a_fifo.wasm"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("b_zero.wasm")).unwrap();
+    copy_into(dir.path(), "c_echo.wasm", guests::FIXTURE_ECHO);
+    let mut registry = builder().build().unwrap();
+    let reports = registry.load_dir(dir.path()).await.unwrap();
+    assert_eq!(
+        reports[0].error,
+        Some(LoadError::Io("not a regular file".into()))
+    );
+    assert_eq!(
+        reports[1].error,
+        Some(LoadError::Io("not a regular file".into()))
+    );
+    assert_loaded(&reports[2]);
 }

@@ -30,13 +30,17 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("toolcage: {error:#}");
+            eprintln!("toolcage: {}", print::sanitize(&format!("{error:#}")));
             ExitCode::from(EXIT_USAGE)
         }
-    }
+    };
+    // A guest stopped by its timeout may leave a file operation hanging on a
+    // blocking thread (a FIFO, a stalled mount): do not wait for it.
+    runtime.shutdown_background();
+    code
 }
 
 fn init_logging(level: Option<&str>) {
@@ -141,10 +145,16 @@ impl Settings {
         let limits = LimitOverrides {
             fuel,
             timeout: positive(global.timeout_ms, "--timeout-ms")?.map(Duration::from_millis),
-            memory_bytes: positive(global.memory_mib, "--memory-mib")?
-                .map(|mib| (mib as usize) << 20),
-            output_bytes: positive(global.output_kib, "--output-kib")?
-                .map(|kib| (kib as usize) << 10),
+            memory_bytes: bytes(
+                positive(global.memory_mib, "--memory-mib")?,
+                20,
+                "--memory-mib",
+            )?,
+            output_bytes: bytes(
+                positive(global.output_kib, "--output-kib")?,
+                10,
+                "--output-kib",
+            )?,
             ..LimitOverrides::default()
         };
         let bundled = config.bundled && !global.no_bundled;
@@ -176,6 +186,13 @@ impl Settings {
         for dir in &self.tools {
             let reports = registry.load_dir(dir).await?;
             print::diagnostics(&reports);
+        }
+        for name in self.config.components.keys() {
+            if !registry.tools().any(|tool| &tool.component == name) {
+                eprintln!(
+                    "toolcage: the config has settings for component `{name}`, but no loaded component has that name"
+                );
+            }
         }
         Ok(registry)
     }
@@ -226,6 +243,18 @@ async fn check(settings: &Settings, files: &[PathBuf], json: bool) -> anyhow::Re
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `value` units of `1 << shift` bytes, or an error naming `flag` when that
+/// does not fit in memory.
+fn bytes(value: Option<u64>, shift: u32, flag: &str) -> anyhow::Result<Option<usize>> {
+    value
+        .map(|v| {
+            v.checked_mul(1 << shift)
+                .and_then(|b| usize::try_from(b).ok())
+                .ok_or_else(|| anyhow::anyhow!("{flag}: {v} is too large"))
+        })
+        .transpose()
 }
 
 /// The arguments of `call`: ARGS, stdin, or `--arg` pairs; `{}` when none.

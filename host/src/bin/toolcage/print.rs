@@ -1,16 +1,34 @@
 //! What the CLI prints: text for people on stdout, JSON with `--json`, and
 //! diagnostics on stderr.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 use serde_json::{Value, json};
 use toolcage::{CallResult, FileReport, Registry, ToolInfo};
+
+/// `text` with control characters (other than newline and tab) escaped, so
+/// that a tool cannot drive the operator's terminal.
+pub fn sanitize(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
 
 /// Skipped files and shadowed names, on stderr.
 pub fn diagnostics(reports: &[FileReport]) {
     for report in reports {
         if let Some(error) = &report.error {
-            eprintln!("toolcage: skipped {}: {error}", report.source);
+            eprintln!(
+                "toolcage: skipped {}: {}",
+                report.source,
+                sanitize(&error.to_string())
+            );
         }
         for shadowed in &report.shadowed {
             eprintln!(
@@ -132,7 +150,11 @@ pub fn call_result(result: &CallResult, json: bool) -> anyhow::Result<()> {
         return pretty_json(result);
     }
     let mut out = std::io::stdout().lock();
-    write!(out, "{}", result.output)?;
+    if out.is_terminal() {
+        write!(out, "{}", sanitize(&result.output))?;
+    } else {
+        write!(out, "{}", result.output)?;
+    }
     if !result.output.ends_with('\n') {
         writeln!(out)?;
     }
