@@ -6,8 +6,10 @@
 //! - `read_file` of a 10 MB file, first page and last page, against `sed -n`.
 //!
 //! Run with `cargo bench -p toolcage-tests` (or `just bench`). Each case runs
-//! a few times and reports the best wall time and the fuel used. The run
-//! fails if a case does not complete under the default limits.
+//! a few times and reports the best wall time and the fuel used, with file
+//! operations offloaded (the default) and, marked, on the calling thread
+//! (`blocking_file_io`). The run fails if a case does not complete under the
+//! default limits.
 
 use std::path::Path;
 use std::process::Command;
@@ -35,21 +37,26 @@ fn main() {
     );
 
     let tokio = tokio::runtime::Runtime::new().expect("tokio");
-    let registry = tokio.block_on(async {
-        let mut registry = Registry::builder()
-            .limits(Limits::default())
-            .mount(Mount::read_only(data.path(), "/data"))
-            .build()
-            .expect("registry");
-        for report in registry.load_bundled().await {
-            assert!(report.is_ok(), "{:?}", report.error);
-        }
-        registry
-    });
+    let registry = |blocking_file_io: bool| {
+        tokio.block_on(async {
+            let mut registry = Registry::builder()
+                .limits(Limits::default())
+                .blocking_file_io(blocking_file_io)
+                .mount(Mount::read_only(data.path(), "/data"))
+                .build()
+                .expect("registry");
+            for report in registry.load_bundled().await {
+                assert!(report.is_ok(), "{:?}", report.error);
+            }
+            registry
+        })
+    };
+    let (offloaded, blocking) = (registry(false), registry(true));
 
-    println!("\n{:<44} {:>10} {:>16}", "case", "best ms", "fuel");
+    println!("\n{:<52} {:>10} {:>16}", "case", "best ms", "fuel");
     let grep_args = json!({ "pattern": PATTERN, "path": "/data/tree", "max_results": 1000 });
-    let result = bench_tool(&tokio, &registry, "grep", &grep_args);
+    let result = bench_tool(&tokio, &offloaded, "grep", &grep_args, "");
+    bench_tool(&tokio, &blocking, "grep", &grep_args, " (blocking_file_io)");
     let matches = result["details"]["match_count"].clone();
     bench_native("grep -rnE (GNU grep)", || {
         Command::new("grep")
@@ -66,17 +73,15 @@ fn main() {
 
     bench_tool(
         &tokio,
-        &registry,
+        &offloaded,
         "read_file",
         &json!({ "path": "/data/big.txt" }),
+        "",
     );
     let last_page = big_lines.saturating_sub(1999).max(1);
-    bench_tool(
-        &tokio,
-        &registry,
-        "read_file",
-        &json!({ "path": "/data/big.txt", "offset": last_page }),
-    );
+    let last = json!({ "path": "/data/big.txt", "offset": last_page });
+    bench_tool(&tokio, &offloaded, "read_file", &last, "");
+    bench_tool(&tokio, &blocking, "read_file", &last, " (blocking_file_io)");
     bench_native("sed -n (last 2000 lines)", || {
         Command::new("sed")
             .arg("-n")
@@ -92,6 +97,7 @@ fn bench_tool(
     registry: &Registry,
     tool: &str,
     args: &Value,
+    mode: &str,
 ) -> Value {
     let mut best = Duration::MAX;
     let mut last = Value::Null;
@@ -106,14 +112,13 @@ fn bench_tool(
         );
         last = serde_json::to_value(&result).expect("serializable");
     }
-    let label = format!(
-        "toolcage {tool} {}",
-        args.get("offset")
-            .map(|o| format!("offset={o}"))
-            .unwrap_or_default()
-    );
+    let offset = args
+        .get("offset")
+        .map(|o| format!(" offset={o}"))
+        .unwrap_or_default();
+    let label = format!("toolcage {tool}{offset}{mode}");
     println!(
-        "{:<44} {:>10.1} {:>16}",
+        "{:<52} {:>10.1} {:>16}",
         label,
         best.as_secs_f64() * 1e3,
         last["fuel_used"]
@@ -130,7 +135,7 @@ fn bench_native(label: &str, run: impl Fn() -> std::io::Result<std::process::Out
         assert!(!output.stdout.is_empty(), "{label} found nothing");
     }
     println!(
-        "{:<44} {:>10.1} {:>16}",
+        "{:<52} {:>10.1} {:>16}",
         label,
         best.as_secs_f64() * 1e3,
         "-"
