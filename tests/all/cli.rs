@@ -27,6 +27,29 @@ fn run(dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Like [`run`], with `input` on stdin.
+fn run_with_stdin(dir: &Path, args: &[&str], input: &str) -> Output {
+    use std::io::Write;
+    let mut child = toolcage()
+        .arg("--no-bundled")
+        .arg("--tools")
+        .arg(dir)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -153,23 +176,11 @@ fn call_prints_the_output_and_exits_by_outcome() {
 #[test]
 fn call_reads_arguments_from_stdin() {
     let dir = tools_dir();
-    let mut child = toolcage()
-        .args(["--no-bundled", "--tools"])
-        .arg(dir.path())
-        .args(["call", "echo", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(br#"{"text": "from stdin"}"#)
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
+    let output = run_with_stdin(
+        dir.path(),
+        &["call", "echo", "-"],
+        r#"{"text": "from stdin"}"#,
+    );
     assert_eq!(stdout(&output), "from stdin\n", "{}", stderr(&output));
 }
 
@@ -451,24 +462,11 @@ fn run_calls_applies_the_config_permissions() {
         "[permissions]\necho = \"deny\"\n\"f*\" = \"ask\"\n",
     )
     .unwrap();
-    let mut child = toolcage()
-        .args(["--no-bundled", "--tools"])
-        .arg(dir.path())
-        .args(["--json", "run-calls", "-"])
-        .current_dir(dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(anthropic_response().as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
+    let output = run_with_stdin(
+        dir.path(),
+        &["--json", "run-calls", "-"],
+        &anthropic_response(),
+    );
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(
         report["calls"][0]["error_kind"], "permission_denied",
