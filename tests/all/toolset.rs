@@ -388,6 +388,17 @@ async fn list_dir_and_glob_are_sorted() {
         result.details.unwrap()["matches"],
         json!(["/workspace/src/lib.rs", "/workspace/src/main.rs"])
     );
+    let file = "/workspace/README.md";
+    sandbox
+        .fails("list_dir", json!({ "path": file }), "Use read_file")
+        .await;
+    sandbox
+        .fails(
+            "glob",
+            json!({ "pattern": "*", "path": file }),
+            "use read_file",
+        )
+        .await;
     let result = sandbox
         .ok(
             "glob",

@@ -207,14 +207,8 @@ impl Tool for Glob {
         let args: Args = parse_args(args)?;
         let path = paths::resolve(&args.path).map_err(Outcome::text)?;
         if paths::walk_roots(&path) == [path.as_str()] {
-            let metadata = std::fs::metadata(&path)
-                .map_err(|error| Outcome::text(paths::io_error("search", &path, &error)))?;
-            if !metadata.is_dir() {
-                return Err(Outcome::text(format!(
-                    "`{path}` is a file, not a directory. Pass a directory as path, or use \
-                     read_file to read the file."
-                )));
-            }
+            let hint = "Pass a directory as path, or use read_file to read the file.";
+            paths::require_dir(&path, "search", hint).map_err(Outcome::text)?;
         }
         let plan = plan(&path, &args.pattern);
         // An absolute pattern may point outside the mounts.

@@ -208,13 +208,8 @@ impl Tool for ListDir {
         let path = paths::resolve(&args.path).map_err(Outcome::text)?;
         let roots = paths::walk_roots(&path);
         if roots.contains(&path) {
-            let metadata = std::fs::metadata(&path)
-                .map_err(|error| Outcome::text(paths::io_error("list", &path, &error)))?;
-            if !metadata.is_dir() {
-                return Err(Outcome::text(format!(
-                    "`{path}` is a file, not a directory. Use read_file to read it."
-                )));
-            }
+            paths::require_dir(&path, "list", "Use read_file to read it.")
+                .map_err(Outcome::text)?;
         }
         let depth = args.depth.clamp(1, MAX_DEPTH);
         let listing = list(&path, &roots, depth, MAX_ENTRIES);

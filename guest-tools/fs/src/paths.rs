@@ -144,6 +144,17 @@ pub fn describe_mounts(mounts: Option<&[String]>) -> String {
     }
 }
 
+/// Checks that `path` is a directory before a tool would `action` it; for a
+/// file, the error says what to do instead (`hint`).
+pub fn require_dir(path: &str, action: &str, hint: &str) -> Result<(), String> {
+    let metadata = std::fs::metadata(path).map_err(|error| io_error(action, path, &error))?;
+    if metadata.is_dir() {
+        Ok(())
+    } else {
+        Err(format!("`{path}` is a file, not a directory. {hint}"))
+    }
+}
+
 /// Explains a failed filesystem operation: what went wrong with `path` while
 /// trying to `action` it, and what to do about it.
 pub fn io_error(action: &str, path: &str, error: &io::Error) -> String {
