@@ -14,14 +14,10 @@ impl Registry {
     /// Registers the bundled standard toolset. Call it before loading any
     /// directory so that the bundled names cannot be shadowed.
     pub async fn load_bundled(&mut self) -> Vec<FileReport> {
-        let mut reports = Vec::with_capacity(COMPONENTS.len());
-        for (name, bytes) in COMPONENTS {
-            reports.push(
-                self.load_source(name.to_string(), Source::Bundled, Ok(bytes.to_vec()))
-                    .await,
-            );
-        }
-        reports
+        let sources = COMPONENTS.iter().map(|(name, bytes)| async move {
+            (name.to_string(), Source::Bundled, Ok(bytes.to_vec()))
+        });
+        self.load_sources(sources).await
     }
 }
 

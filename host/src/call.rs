@@ -329,8 +329,7 @@ impl Registry {
             events: options.events,
         };
         let ran = sandbox::run(
-            &component.pre,
-            &component.grants,
+            &component.sandbox,
             invocation,
             observer,
             options.cancel.as_ref(),
@@ -344,7 +343,7 @@ impl Registry {
                 let is_error = returned.is_err();
                 let outcome = returned.unwrap_or_else(|outcome| outcome);
                 let size = outcome.output.len() + outcome.details.as_ref().map_or(0, String::len);
-                let limit = component.grants.limits.output_bytes;
+                let limit = component.sandbox.grants.limits.output_bytes;
                 if size > limit {
                     result.error_kind = Some(ErrorKind::OutputLimit);
                     result.output = format!(

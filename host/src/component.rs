@@ -7,11 +7,12 @@
 //! host does not grant. Compilation runs off the async executor.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::LoadError;
 use crate::bindings::ToolsetPre;
 use crate::engine::EngineHandle;
-use crate::sandbox::{CallState, Grants};
+use crate::sandbox::{CallState, Sandbox};
 
 /// What a tool declares about itself.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -94,8 +95,8 @@ pub(crate) struct Component {
     pub hash: String,
     /// BLAKE3 of the component's limits and mounts, hex.
     pub grants_hash: String,
-    pub pre: ToolsetPre<CallState>,
-    pub grants: Grants,
+    /// What its calls run with.
+    pub sandbox: Arc<Sandbox>,
 }
 
 /// Compiles and links `bytes`. CPU-heavy: call it on a blocking thread.

@@ -9,7 +9,6 @@
 //! ```toml
 //! tools = ["tools"]              # directories of *.wasm, loaded in order
 //! bundled = true                 # the standard toolset, registered first
-//! blocking_file_io = false       # true: faster file I/O, for local mounts only
 //!
 //! [limits]                       # defaults for every component
 //! fuel = 10_000_000_000          # or "unlimited"
@@ -61,8 +60,6 @@ pub struct Config {
     /// Whether the bundled standard toolset is registered (first). Default:
     /// true.
     pub bundled: bool,
-    /// See [`RegistryBuilder::blocking_file_io`]. Default: false.
-    pub blocking_file_io: bool,
     /// Limits for every component, over [`Limits::default()`](crate::Limits).
     pub limits: LimitOverrides,
     /// Mounts lent to every component.
@@ -83,7 +80,6 @@ impl Default for Config {
         Config {
             tools: Vec::new(),
             bundled: true,
-            blocking_file_io: false,
             limits: LimitOverrides::default(),
             mounts: Vec::new(),
             components: BTreeMap::new(),
@@ -108,7 +104,6 @@ struct RawConfig {
     #[serde(default)]
     tools: Vec<PathBuf>,
     bundled: Option<bool>,
-    blocking_file_io: Option<bool>,
     #[serde(default)]
     limits: RawLimits,
     #[serde(default)]
@@ -224,7 +219,6 @@ impl Config {
         Ok(Config {
             tools: raw.tools.iter().map(|p| resolve(p)).collect(),
             bundled: raw.bundled.unwrap_or(true),
-            blocking_file_io: raw.blocking_file_io.unwrap_or(false),
             limits: limits(&raw.limits, "limits")?,
             mounts: mounts(&raw.mounts, "mounts")?,
             components,
@@ -236,9 +230,7 @@ impl Config {
     /// (such as command-line flags) layered over the file's.
     pub fn registry_builder(&self, limits: &LimitOverrides) -> RegistryBuilder {
         let defaults = self.limits.then(limits).apply(crate::Limits::default());
-        let mut builder = crate::Registry::builder()
-            .limits(defaults)
-            .blocking_file_io(self.blocking_file_io);
+        let mut builder = crate::Registry::builder().limits(defaults);
         for mount in &self.mounts {
             builder = builder.mount(mount.clone());
         }

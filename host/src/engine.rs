@@ -1,110 +1,256 @@
-//! The WebAssembly engines and the epoch ticker.
+//! The WebAssembly engines, their pools of sandbox slots, and the epoch ticker.
 //!
-//! One wasmtime `Engine` serves every component with the same stack limit
-//! (the stack limit is an engine setting, so a per-component stack override
-//! gets an engine of its own, created on first use). Every engine meters fuel
-//! and checks epochs: one ticker thread advances all their epochs every
-//! [`TICK`], and each call yields to the async executor at every tick, so a
-//! timeout or a cancellation stops even a guest that never returns to the
-//! host. The ticker stops when the engines are dropped.
+//! Every call runs in a fresh instance, and making one is toolcage's per-call
+//! tax. So instances come from wasmtime's pooling allocator: a fixed set of
+//! slots (linear memories, tables, fiber stacks) reserved once, and reset in
+//! place after each call instead of being mapped and unmapped. Unmapping is
+//! what makes concurrent calls slow: each unmap makes every other core flush
+//! its TLB. A slot keeps up to [`KEEP_RESIDENT_BYTES`] of the pages a call
+//! dirtied resident, and the next call in that slot gets them back zeroed or
+//! restored to the component's initial image.
+//!
+//! Threat model: a call's instance is hostile and the next call in its slot
+//! may be another tool's. Nothing may cross: linear memory, tables and
+//! globals come back to their initial contents, and fiber stacks are zeroed
+//! where they were used. The Linux `PAGEMAP_SCAN` ioctl finds the pages to
+//! reset, but it cannot see a dirty page that was swapped out (wasmtime PR
+//! #14357), which would then keep the last call's contents. So it is used
+//! only when no swap device is active when the runtime starts (read from
+//! `/proc/swaps`); otherwise slots are reset with `madvise`, slower but exact.
+//! Switching swap on under a running toolcage is logged as an error: restart
+//! it.
+//!
+//! A pool has room for [`RuntimeBuilder::max_concurrent_calls`] instances of
+//! the largest shape the sandbox admits (see `sandbox::MAX_MEMORIES` and
+//! friends), and a semaphore admits that many calls at once, so no call ever
+//! fails for want of a slot: it waits for one within its own timeout.
+//!
+//! One engine serves every component with the same stack and memory limit
+//! (both size the pool's slots), created on first use. One ticker thread
+//! advances all their epochs every [`TICK`], and each call yields to the async
+//! executor at every tick, so a timeout or a cancellation stops even a guest
+//! that never returns to the host. The ticker stops when the engines are
+//! dropped.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::bindings::{Toolset, ToolsetPre};
 use crate::component::compile;
-use crate::sandbox::CallState;
+use crate::sandbox::{
+    CallState, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES, SlotShape,
+};
 use crate::{Error, LoadError};
 
+/// How many calls may run at once by default, each in its own slot.
+pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 32;
+
+/// How much of a linear memory a slot keeps resident between calls when
+/// `PAGEMAP_SCAN` finds the dirty pages: a call that touched more leaves the
+/// rest to `madvise`. This bounds the resident memory of idle slots.
+pub const KEEP_RESIDENT_BYTES: usize = 16 << 20;
+
+/// How much of a fiber stack is zeroed with `memset` after a call (the rest
+/// is returned to the kernel): the part trivial calls use.
+const STACK_KEEP_RESIDENT_BYTES: usize = 128 << 10;
+
+/// How much of a table is reset with `memset` rather than `madvise`.
+const TABLE_KEEP_RESIDENT_BYTES: usize = 64 << 10;
+
+/// How many slots' worth of decommits are queued before they are flushed.
+const DECOMMIT_BATCH: usize = 8;
+
+/// How often the ticker re-reads `/proc/swaps`.
+const SWAP_CHECK_INTERVAL: Duration = Duration::from_secs(2);
+
+/// How often epochs advance: the granularity of timeouts and cancellation.
+pub(crate) const TICK: Duration = Duration::from_millis(5);
+
 /// The compiling and running machinery shared by registries: WebAssembly
-/// engines, their epoch ticker, and a cache of compiled components keyed by
-/// content hash, so the same bytes are compiled once per process.
+/// engines with their pools of sandbox slots, the epoch ticker, and a cache
+/// of compiled components keyed by content hash, so the same bytes are
+/// compiled once per process.
 ///
 /// A [`Registry`](crate::Registry) makes its own unless given one; share one
-/// runtime between registries (for example across reloads) to share the cache.
-/// Cloning shares the runtime.
+/// runtime between registries (for example across reloads) to share the
+/// cache and the slots. Cloning shares the runtime.
 #[derive(Clone)]
 pub struct Runtime {
-    engines: Arc<Engines>,
-    compiled: Arc<Mutex<HashMap<CompiledKey, ToolsetPre<CallState>>>>,
+    shared: Arc<Shared>,
 }
 
-/// A component's BLAKE3 hash and the stack limit it was compiled for.
-type CompiledKey = (String, usize);
+struct Shared {
+    engines: Engines,
+    compiled: Mutex<HashMap<CompiledKey, ToolsetPre<CallState>>>,
+    slots: Arc<Semaphore>,
+    max_concurrent_calls: usize,
+    /// Calls whose caller gave up (timeout, cancellation) while their worker
+    /// was still blocked in a file operation.
+    stuck: Arc<AtomicUsize>,
+}
+
+/// A component's BLAKE3 hash and the slot shape it was compiled for.
+type CompiledKey = (String, SlotShape);
+
+/// Builds a [`Runtime`]. By default: [`DEFAULT_MAX_CONCURRENT_CALLS`] slots,
+/// compiled components cached in memory only, pooled instances.
+#[derive(Debug, Clone)]
+pub struct RuntimeBuilder {
+    max_concurrent_calls: usize,
+    disk_cache: Option<PathBuf>,
+}
+
+impl Default for RuntimeBuilder {
+    fn default() -> Self {
+        RuntimeBuilder {
+            max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
+            disk_cache: None,
+        }
+    }
+}
+
+impl RuntimeBuilder {
+    /// How many calls (and load-time `describe()` runs) may run at once, each
+    /// in a sandbox slot of its own. A call that finds every slot taken waits
+    /// for one within its own timeout; if none frees up in time it ends with
+    /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout), saying the host was
+    /// busy. Each slot reserves address space (not memory) for its largest
+    /// possible instance. Default: [`DEFAULT_MAX_CONCURRENT_CALLS`]; at
+    /// least 1.
+    pub fn max_concurrent_calls(mut self, calls: usize) -> Self {
+        self.max_concurrent_calls = calls.max(1);
+        self
+    }
+
+    /// Caches compiled components on disk in `dir`, so a new process skips
+    /// recompiling unchanged components. The cache is keyed by the
+    /// component's bytes and the engine's settings. Whoever can write to
+    /// `dir` can change the native code toolcage runs: give it the same
+    /// protection as the toolcage binary. Default: no disk cache.
+    pub fn disk_cache(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.disk_cache = Some(dir.into());
+        self
+    }
+
+    /// Starts the engines' epoch ticker thread. It stops when the last clone
+    /// of the runtime, and every registry using it, is dropped.
+    pub fn build(self) -> Result<Runtime, Error> {
+        let cache = match self.disk_cache {
+            Some(dir) => {
+                let mut config = wasmtime::CacheConfig::new();
+                config.with_directory(dir);
+                let cache = wasmtime::Cache::new(config)
+                    .map_err(|e| Error::Engine(format!("compile cache: {e:#}")))?;
+                Some(cache)
+            }
+            None => None,
+        };
+        let slots = self.max_concurrent_calls;
+        Ok(Runtime {
+            shared: Arc::new(Shared {
+                engines: Engines::new(cache, slots)?,
+                compiled: Mutex::default(),
+                slots: Arc::new(Semaphore::new(slots)),
+                max_concurrent_calls: slots,
+                stuck: Arc::default(),
+            }),
+        })
+    }
+}
 
 impl Runtime {
-    /// Starts the engines' epoch ticker thread. It stops when the last clone
-    /// of the runtime, and every registry using it, is dropped. Compiled
-    /// components are cached in memory only.
+    /// A runtime with every default: see [`RuntimeBuilder`].
     pub fn new() -> Result<Self, Error> {
-        Runtime::with_cache(None)
+        Runtime::builder().build()
     }
 
     /// Like [`Runtime::new`], also caching compiled components on disk in
-    /// `dir`, so a new process skips recompiling unchanged components. The
-    /// cache is keyed by the component's bytes and the engine's settings.
-    /// Whoever can write to `dir` can change the native code toolcage runs:
-    /// give it the same protection as the toolcage binary.
-    pub fn with_disk_cache(dir: impl Into<std::path::PathBuf>) -> Result<Self, Error> {
-        let mut config = wasmtime::CacheConfig::new();
-        config.with_directory(dir.into());
-        let cache = wasmtime::Cache::new(config)
-            .map_err(|e| Error::Engine(format!("compile cache: {e:#}")))?;
-        Runtime::with_cache(Some(cache))
+    /// `dir` (see [`RuntimeBuilder::disk_cache`]).
+    pub fn with_disk_cache(dir: impl Into<PathBuf>) -> Result<Self, Error> {
+        Runtime::builder().disk_cache(dir).build()
     }
 
-    fn with_cache(cache: Option<wasmtime::Cache>) -> Result<Self, Error> {
-        Ok(Runtime {
-            engines: Arc::new(Engines::new(cache)?),
-            compiled: Arc::default(),
-        })
+    /// A builder with every default.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// How many calls may run at once.
+    pub fn max_concurrent_calls(&self) -> usize {
+        self.shared.max_concurrent_calls
+    }
+
+    /// How many calls were given up on (by their timeout or a cancellation)
+    /// while their guest was blocked in a file operation that has not
+    /// returned yet, such as a read of a FIFO or of a stalled network mount.
+    /// Each holds a thread and a slot until the operation returns.
+    pub fn stuck_calls(&self) -> usize {
+        self.shared.stuck.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn stuck_counter(&self) -> &Arc<AtomicUsize> {
+        &self.shared.stuck
+    }
+
+    /// Waits for a free slot until `deadline`.
+    pub(crate) async fn slot(&self, deadline: Instant) -> Option<OwnedSemaphorePermit> {
+        let slots = self.shared.slots.clone();
+        if let Ok(permit) = slots.clone().try_acquire_owned() {
+            return Some(permit);
+        }
+        tokio::time::timeout_at(deadline.into(), slots.acquire_owned())
+            .await
+            .ok()?
+            .ok()
     }
 
     /// Compiles and links `bytes` (whose BLAKE3 hash is `hash`) for
-    /// components limited to `stack_bytes` of stack, or returns the cached
-    /// result.
+    /// components run in slots of `shape`, or returns the cached result.
     pub(crate) async fn compile(
         &self,
         hash: &str,
         bytes: Vec<u8>,
-        stack_bytes: usize,
+        shape: SlotShape,
     ) -> Result<ToolsetPre<CallState>, LoadError> {
-        let key = (hash.to_string(), stack_bytes);
-        if let Some(pre) = self
-            .compiled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
+        let key = (hash.to_string(), shape);
+        if let Some(pre) = self.compiled().get(&key) {
             return Ok(pre.clone());
         }
         let engine = self
+            .shared
             .engines
-            .get(stack_bytes)
+            .get(shape)
             .map_err(|e| LoadError::Compile(e.to_string()))?;
         let pre = tokio::task::spawn_blocking(move || compile(&engine, &bytes))
             .await
             .map_err(|e| LoadError::Compile(format!("the compiler thread failed: {e}")))??;
-        self.compiled
+        self.compiled().insert(key, pre.clone());
+        Ok(pre)
+    }
+
+    fn compiled(&self) -> std::sync::MutexGuard<'_, HashMap<CompiledKey, ToolsetPre<CallState>>> {
+        self.shared
+            .compiled
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key, pre.clone());
-        Ok(pre)
     }
 }
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").finish_non_exhaustive()
+        f.debug_struct("Runtime")
+            .field("max_concurrent_calls", &self.shared.max_concurrent_calls)
+            .field("pagemap_scan", &self.shared.engines.pagemap_scan)
+            .finish_non_exhaustive()
     }
 }
-
-/// How often epochs advance: the granularity of timeouts and cancellation.
-pub(crate) const TICK: Duration = Duration::from_millis(5);
 
 /// An engine and the linker that provides WASI and the host imports on it.
 #[derive(Clone)]
@@ -113,51 +259,131 @@ pub(crate) struct EngineHandle {
     pub linker: Arc<Linker<CallState>>,
 }
 
-/// The engines, by stack limit, and their ticker.
-pub(crate) struct Engines {
+/// The engines, by slot shape, and their ticker.
+struct Engines {
     cache: Option<wasmtime::Cache>,
-    by_stack: Mutex<HashMap<usize, EngineHandle>>,
+    slots: u32,
+    pagemap_scan: bool,
+    by_shape: Mutex<HashMap<SlotShape, EngineHandle>>,
     ticked: Arc<Mutex<Vec<wasmtime::Engine>>>,
     stop: Arc<AtomicBool>,
 }
 
 impl Engines {
-    pub fn new(cache: Option<wasmtime::Cache>) -> Result<Self, Error> {
+    fn new(cache: Option<wasmtime::Cache>, slots: usize) -> Result<Self, Error> {
         let ticked: Arc<Mutex<Vec<wasmtime::Engine>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
+        let pagemap_scan = no_swap_active() && PoolingAllocationConfig::is_pagemap_scan_available();
         let (engines, flag) = (ticked.clone(), stop.clone());
         std::thread::Builder::new()
             .name("toolcage-epoch".into())
             .spawn(move || {
+                let mut swap_checked = Instant::now();
+                let mut swap_reported = false;
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(TICK);
                     for engine in engines.lock().unwrap_or_else(|e| e.into_inner()).iter() {
                         engine.increment_epoch();
+                    }
+                    if pagemap_scan && !swap_reported && swap_checked.elapsed() > SWAP_CHECK_INTERVAL
+                    {
+                        swap_checked = Instant::now();
+                        if !no_swap_active() {
+                            swap_reported = true;
+                            tracing::error!(
+                                "swap was switched on while toolcage runs with PAGEMAP_SCAN slot resets, which miss swapped-out pages: restart toolcage so that it resets slots with madvise"
+                            );
+                        }
                     }
                 }
             })
             .map_err(|e| Error::Engine(format!("cannot start the epoch ticker: {e}")))?;
         Ok(Engines {
             cache,
-            by_stack: Mutex::default(),
+            slots: u32::try_from(slots).unwrap_or(u32::MAX),
+            pagemap_scan,
+            by_shape: Mutex::default(),
             ticked,
             stop,
         })
     }
 
-    /// The engine for components limited to `stack_bytes` of wasm stack.
-    pub fn get(&self, stack_bytes: usize) -> Result<EngineHandle, Error> {
-        let mut by_stack = self.by_stack.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(handle) = by_stack.get(&stack_bytes) {
+    /// The engine for components run in slots of `shape`.
+    fn get(&self, shape: SlotShape) -> Result<EngineHandle, Error> {
+        let mut by_shape = self.by_shape.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(handle) = by_shape.get(&shape) {
             return Ok(handle.clone());
         }
-        let handle = new_engine(stack_bytes, self.cache.clone())?;
+        let handle = self.new_engine(shape)?;
         self.ticked
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(handle.engine.clone());
-        by_stack.insert(stack_bytes, handle.clone());
+        by_shape.insert(shape, handle.clone());
         Ok(handle)
+    }
+
+    fn new_engine(&self, shape: SlotShape) -> Result<EngineHandle, Error> {
+        let mut config = wasmtime::Config::new();
+        config
+            .cache(self.cache.clone())
+            .wasm_component_model(true)
+            .consume_fuel(true)
+            .epoch_interruption(true)
+            .max_wasm_stack(shape.stack_bytes)
+            // The fiber a call runs on must hold the wasm stack plus the host
+            // functions it calls.
+            .async_stack_size(shape.stack_bytes.saturating_add(1 << 20))
+            .async_stack_zeroing(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(self.pool(shape)));
+        let engine = match wasmtime::Engine::new(&config) {
+            Ok(engine) => engine,
+            // The pool reserves its address space up front; where that is
+            // refused (a tight `ulimit -v`), instances are made per call.
+            Err(e) => {
+                tracing::warn!(
+                    "cannot reserve the pool of sandbox slots ({e:#}); allocating each instance on demand, which is slower"
+                );
+                config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+                wasmtime::Engine::new(&config).map_err(|e| Error::Engine(format!("{e:#}")))?
+            }
+        };
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .and_then(|()| Toolset::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state))
+            .map_err(|e| Error::Engine(format!("{e:#}")))?;
+        Ok(EngineHandle {
+            engine,
+            linker: Arc::new(linker),
+        })
+    }
+
+    /// Room for `slots` instances of the largest shape the sandbox admits.
+    fn pool(&self, shape: SlotShape) -> PoolingAllocationConfig {
+        let slots = self.slots;
+        let times = |n: usize| slots.saturating_mul(n as u32);
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(slots)
+            .total_stacks(slots)
+            .total_core_instances(times(MAX_INSTANCES))
+            .total_memories(times(MAX_MEMORIES))
+            .total_tables(times(MAX_TABLES))
+            .max_core_instances_per_component(MAX_INSTANCES as u32)
+            .max_memories_per_component(MAX_MEMORIES as u32)
+            .max_tables_per_component(MAX_TABLES as u32)
+            .max_memories_per_module(MAX_MEMORIES as u32)
+            .max_tables_per_module(MAX_TABLES as u32)
+            .table_elements(MAX_TABLE_ELEMENTS)
+            // 32-bit memories cannot grow past 4 GiB, the default reservation.
+            .max_memory_size(shape.memory_bytes.min(1 << 32))
+            .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES)
+            .async_stack_keep_resident(STACK_KEEP_RESIDENT_BYTES)
+            .decommit_batch_size(DECOMMIT_BATCH);
+        if self.pagemap_scan {
+            pool.linear_memory_keep_resident(KEEP_RESIDENT_BYTES.min(shape.memory_bytes))
+                .pagemap_scan(Enabled::Yes);
+        }
+        pool
     }
 }
 
@@ -167,24 +393,9 @@ impl Drop for Engines {
     }
 }
 
-fn new_engine(stack_bytes: usize, cache: Option<wasmtime::Cache>) -> Result<EngineHandle, Error> {
-    let mut config = wasmtime::Config::new();
-    config
-        .cache(cache)
-        .wasm_component_model(true)
-        .consume_fuel(true)
-        .epoch_interruption(true)
-        .max_wasm_stack(stack_bytes)
-        // The fiber a call runs on must hold the wasm stack plus the host
-        // functions it calls.
-        .async_stack_size(stack_bytes.saturating_add(1 << 20));
-    let engine = wasmtime::Engine::new(&config).map_err(|e| Error::Engine(format!("{e:#}")))?;
-    let mut linker = Linker::new(&engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-        .and_then(|()| Toolset::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state))
-        .map_err(|e| Error::Engine(format!("{e:#}")))?;
-    Ok(EngineHandle {
-        engine,
-        linker: Arc::new(linker),
-    })
+/// Whether `/proc/swaps` lists no active swap device. Anything unreadable
+/// counts as swap, so the exact but slower reset is chosen.
+fn no_swap_active() -> bool {
+    std::fs::read_to_string("/proc/swaps")
+        .is_ok_and(|swaps| swaps.lines().skip(1).all(|l| l.trim().is_empty()))
 }

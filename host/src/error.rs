@@ -117,8 +117,9 @@ impl std::fmt::Display for ErrorKind {
     }
 }
 
-/// Why a component file was skipped at load. Every variant is the
-/// component's fault, never the host's: the load goes on with the next file.
+/// Why a component file was skipped at load. Every variant but
+/// [`Mount`](LoadError::Mount) is the component's fault: the load goes on
+/// with the next file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {
@@ -157,6 +158,10 @@ pub enum LoadError {
     /// [`MAX_TOOLS_PER_COMPONENT`](crate::MAX_TOOLS_PER_COMPONENT) tools.
     #[error("describe() returned {0} tools; a component may declare at most {max}", max = crate::MAX_TOOLS_PER_COMPONENT)]
     TooManyTools(usize),
+    /// A mount granted to the component could not be reopened through the
+    /// handle held for it (the host's fault, not the component's).
+    #[error("cannot lend its mounts: {0}")]
+    Mount(String),
     /// A descriptor failed its checks.
     #[error("tool {tool:?}: {reason}")]
     InvalidDescriptor {

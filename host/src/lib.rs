@@ -54,7 +54,7 @@ mod schema;
 pub use call::{Arguments, CallOptions, CallResult, CancelToken, GuestEvent, LogLevel, Logs};
 pub use component::{Descriptor, Hints, Source};
 pub use config::{CONFIG_FILE_NAME, ComponentConfig, Config};
-pub use engine::Runtime;
+pub use engine::{DEFAULT_MAX_CONCURRENT_CALLS, KEEP_RESIDENT_BYTES, Runtime, RuntimeBuilder};
 pub use error::{Error, ErrorKind, LoadError};
 pub use limits::{LimitOverrides, Limits};
 pub use mount::Mount;

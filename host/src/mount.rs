@@ -8,8 +8,15 @@
 //! past a mount's root, absolute paths outside every mount, and symlinks
 //! pointing outside all fail. A read-only mount refuses every write, create,
 //! rename and delete.
+//!
+//! A mount lends the directory its host path named when the registry was
+//! built: the path is resolved (symlinks followed) once, the directory held
+//! open, and every call reaches it through that handle. Nothing on disk
+//! changes what later calls see: not a tool renaming the directory and
+//! planting a symlink in its place, nor anyone else.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::Error;
 
@@ -82,18 +89,23 @@ impl Mount {
         self.writable
     }
 
-    /// Checks the mount can be granted: an absolute guest path and an
-    /// existing host directory. Run when a registry is built, so a typo
-    /// fails at start-up rather than inside every call.
-    pub(crate) fn validate(&self) -> Result<(), Error> {
+    /// Checks the mount can be granted (an absolute guest path and an
+    /// existing host directory) and opens its directory, to be held for the
+    /// registry's life. Run when a registry is built, so a typo fails at
+    /// start-up rather than inside every call.
+    pub(crate) fn open(&self) -> Result<HeldDir, Error> {
         self.check_guest_path()?;
         let error = |reason: String| Error::Mount {
             host: self.host.clone(),
             guest: self.guest.clone(),
             reason,
         };
-        match std::fs::metadata(&self.host) {
-            Ok(meta) if meta.is_dir() => Ok(()),
+        let dir = std::fs::File::open(&self.host).map_err(|e| error(e.to_string()))?;
+        match dir.metadata() {
+            Ok(meta) if meta.is_dir() => Ok(HeldDir {
+                dir: Arc::new(dir),
+                host: self.host.clone(),
+            }),
             Ok(_) => Err(error("not a directory".into())),
             Err(e) => Err(error(e.to_string())),
         }
@@ -113,6 +125,31 @@ impl Mount {
                 guest: self.guest.clone(),
                 reason: "the guest path must be absolute, without `.` or `..`".into(),
             })
+        }
+    }
+}
+
+/// A mount's directory, opened once.
+#[derive(Debug, Clone)]
+pub(crate) struct HeldDir {
+    dir: Arc<std::fs::File>,
+    #[cfg_attr(target_os = "linux", allow(dead_code))]
+    host: PathBuf,
+}
+
+impl HeldDir {
+    /// A path that opens this very directory, whatever has happened to its
+    /// host path since: on Linux the process's own handle to it, elsewhere
+    /// the host path.
+    pub fn path(&self) -> PathBuf {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            self.host.clone()
         }
     }
 }
@@ -165,18 +202,18 @@ mod tests {
     }
 
     #[test]
-    fn validate_requires_a_directory() {
+    fn open_requires_a_directory() {
         assert!(
             Mount::read_only("/definitely/not/here", "/x")
-                .validate()
+                .open()
                 .is_err()
         );
         assert!(
             Mount::read_only(env!("CARGO_MANIFEST_DIR"), "/x")
-                .validate()
+                .open()
                 .is_ok()
         );
         let file = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
-        assert!(Mount::read_only(file, "/x").validate().is_err());
+        assert!(Mount::read_only(file, "/x").open().is_err());
     }
 }

@@ -18,7 +18,8 @@ use jsonschema::Validator;
 
 use crate::component::Component;
 use crate::engine::Runtime;
-use crate::sandbox::{self, Grants, Invocation, Observer, Returned};
+use crate::mount::HeldDir;
+use crate::sandbox::{self, Files, Grants, Invocation, Observer, Returned, Sandbox, SlotShape};
 use crate::schema::{self, CheckedTool};
 use crate::{Descriptor, Error, LimitOverrides, Limits, LoadError, Mount, Source};
 
@@ -113,7 +114,9 @@ pub(crate) struct Policy {
     pub limits: Limits,
     pub mounts: Vec<Mount>,
     pub components: HashMap<String, ComponentPolicy>,
-    pub blocking_file_io: bool,
+    /// Every mount's directory, by host path, opened when the registry was
+    /// built.
+    pub held: HashMap<PathBuf, HeldDir>,
 }
 
 /// What one component gets on top of the defaults.
@@ -154,10 +157,11 @@ impl Policy {
 ///   timeout 30 s, memory 256 MiB, output 1 MiB, logs 64 KiB per stream,
 ///   stack 1 MiB);
 /// - mounts: none, so tools see no filesystem;
-/// - file operations: on tokio's blocking pool, so a hanging one cannot
-///   outlast the timeout ([`blocking_file_io`](Self::blocking_file_io));
 /// - environment, arguments, stdin, network: none, and not configurable per
-///   tool.
+///   tool;
+/// - runtime: one of its own, [`Runtime::new()`], allowing
+///   [`DEFAULT_MAX_CONCURRENT_CALLS`](crate::DEFAULT_MAX_CONCURRENT_CALLS)
+///   calls at once.
 #[derive(Debug, Default)]
 pub struct RegistryBuilder {
     policy: Policy,
@@ -202,20 +206,6 @@ impl RegistryBuilder {
         self
     }
 
-    /// Whether a guest's file operations run on the thread running the call
-    /// (true) or on tokio's blocking thread pool (false). Default: false, so
-    /// the timeout and cancellation stop a guest even while one of its file
-    /// operations hangs (a FIFO, a device, a stalled network mount). True
-    /// makes file-heavy calls several times faster (the bundled `grep` over
-    /// 50 MB: 82 ms against 534 ms), at that cost: while a file operation
-    /// blocks, so does the executor thread running the call, and the timeout
-    /// takes effect only once the operation returns. Turn it on when every
-    /// mount is a local directory of regular files you trust not to block.
-    pub fn blocking_file_io(mut self, blocking: bool) -> Self {
-        self.policy.blocking_file_io = blocking;
-        self
-    }
-
     /// Compiles and runs components on `runtime`, sharing its engines and
     /// compiled-component cache. Default: a runtime of the registry's own.
     pub fn runtime(mut self, runtime: &Runtime) -> Self {
@@ -223,16 +213,19 @@ impl RegistryBuilder {
         self
     }
 
-    /// Checks every mount and starts the engine.
+    /// Checks every mount and opens its directory, to be held for the
+    /// registry's life, and starts the engine.
     pub fn build(self) -> Result<Registry, Error> {
-        let policy = self.policy;
+        let mut policy = self.policy;
         let mounts = policy
             .mounts
             .iter()
             .chain(policy.components.values().flat_map(|c| &c.mounts));
+        let mut held = HashMap::new();
         for mount in mounts {
-            mount.validate()?;
+            held.insert(mount.host().to_path_buf(), mount.open()?);
         }
+        policy.held = held;
         let runtime = match self.runtime {
             Some(runtime) => runtime,
             None => Runtime::new()?,
@@ -275,13 +268,13 @@ impl Registry {
     /// Loads the component file at `path`; its name is the file stem.
     pub async fn load_file(&mut self, path: impl AsRef<Path>) -> FileReport {
         let path = path.as_ref();
-        let name = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
         let bytes = read_component_file(path).await;
-        self.load_source(name, Source::File(path.to_path_buf()), bytes)
-            .await
+        self.load_source(
+            component_name(path),
+            Source::File(path.to_path_buf()),
+            bytes,
+        )
+        .await
     }
 
     /// Loads every `*.wasm` file of `dir`, in sorted file-name order. Only an
@@ -300,11 +293,45 @@ impl Registry {
             }
         }
         files.sort();
-        let mut reports = Vec::with_capacity(files.len());
-        for file in files {
-            reports.push(self.load_file(file).await);
-        }
-        Ok(reports)
+        Ok(self.load_files(files).await)
+    }
+
+    /// Loads `files` in order, first name wins, compiling and describing up
+    /// to one per core at once.
+    async fn load_files(&mut self, files: Vec<PathBuf>) -> Vec<FileReport> {
+        let sources = files.into_iter().map(|path| async move {
+            let name = component_name(&path);
+            let bytes = read_component_file(&path).await;
+            (name, Source::File(path), bytes)
+        });
+        self.load_sources(sources).await
+    }
+
+    /// Prepares the components from `sources` concurrently (up to one per
+    /// core), and registers them one by one in the order given.
+    pub(crate) async fn load_sources<F>(
+        &mut self,
+        sources: impl IntoIterator<Item = F>,
+    ) -> Vec<FileReport>
+    where
+        F: Future<Output = (String, Source, Result<Vec<u8>, LoadError>)>,
+    {
+        use futures::StreamExt;
+        let parallel = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let this = &*self;
+        let prepared: Vec<_> = futures::stream::iter(sources)
+            .map(|source| async move {
+                let (name, source, bytes) = source.await;
+                let prepared = this.prepare(name.clone(), source.clone(), bytes).await;
+                (name, source, prepared)
+            })
+            .buffered(parallel)
+            .collect()
+            .await;
+        prepared
+            .into_iter()
+            .map(|(name, source, prepared)| self.report(name, source, prepared))
+            .collect()
     }
 
     pub(crate) async fn load_source(
@@ -313,14 +340,25 @@ impl Registry {
         source: Source,
         bytes: Result<Vec<u8>, LoadError>,
     ) -> FileReport {
+        let prepared = self.prepare(name.clone(), source.clone(), bytes).await;
+        self.report(name, source, prepared)
+    }
+
+    /// Registers what `prepare` made of a component, and reports it.
+    fn report(
+        &mut self,
+        name: String,
+        source: Source,
+        prepared: Result<(Arc<Component>, Vec<CheckedTool>), LoadError>,
+    ) -> FileReport {
         let mut report = FileReport {
-            component: name.clone(),
-            source: source.clone(),
+            component: name,
+            source,
             registered: Vec::new(),
             shadowed: Vec::new(),
             error: None,
         };
-        match self.prepare(name, source, bytes).await {
+        match prepared {
             Ok((component, tools)) => self.register(component, tools, &mut report),
             Err(error) => {
                 tracing::warn!(component = %report.component, source = %report.source, "skipped: {error}");
@@ -342,18 +380,21 @@ impl Registry {
         let hash = blake3::hash(&bytes).to_hex().to_string();
         let pre = self
             .runtime
-            .compile(&hash, bytes, limits.stack_bytes)
+            .compile(&hash, bytes, SlotShape::of(&limits))
             .await?;
 
         // describe() runs with the component's limits and no filesystem.
-        let grants = Grants {
-            limits,
-            mounts: Vec::new(),
-            blocking_file_io: self.policy.blocking_file_io,
-        };
+        let describing = Arc::new(Sandbox {
+            pre,
+            grants: Grants {
+                limits,
+                mounts: Vec::new(),
+            },
+            files: None,
+            runtime: self.runtime.clone(),
+        });
         let ran = sandbox::run(
-            &pre,
-            &grants,
+            &describing,
             Invocation::Describe,
             Observer { events: None },
             None,
@@ -389,21 +430,32 @@ impl Registry {
             tools.push(checked);
         }
         let grants = Grants {
+            limits,
             mounts: self.policy.mounts_for(&name),
-            ..grants
         };
         let grants_hash =
             blake3::hash(format!("{:?}{:?}", grants.limits, grants.mounts).as_bytes())
                 .to_hex()
                 .to_string();
+        let held: Vec<(Mount, PathBuf)> = grants
+            .mounts
+            .iter()
+            .map(|mount| (mount.clone(), self.policy.held[mount.host()].path()))
+            .collect();
+        let files = Files::new(&held).map_err(|e| LoadError::Mount(e.to_string()))?;
+        let sandbox = Sandbox {
+            pre: describing.pre.clone(),
+            grants,
+            files,
+            runtime: self.runtime.clone(),
+        };
         Ok((
             Arc::new(Component {
                 name,
                 source,
                 hash,
                 grants_hash,
-                pre,
-                grants,
+                sandbox: Arc::new(sandbox),
             }),
             tools,
         ))
@@ -446,6 +498,13 @@ impl Registry {
             report.registered.push(name);
         }
     }
+}
+
+/// A component's name: its file stem.
+fn component_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// The largest component file loaded.

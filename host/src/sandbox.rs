@@ -9,20 +9,30 @@
 //! own streams. Its `log` and `progress` imports are bounded in count and
 //! size, so they cannot flood the host's logs. Fuel, memory, stack and an
 //! epoch-driven wall-clock deadline stop it however it misbehaves.
+//!
+//! The instance lives in a pooled slot (see the `engine` module) that was
+//! reset to its initial contents after its last use. A call waits for a free
+//! slot within its own timeout, so a busy host delays calls but never fails
+//! them with an allocator error. A component with mounts runs on a thread of
+//! its own, where file operations run directly at full speed; should one
+//! hang, the call's caller still gets its outcome at the deadline.
 
+use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::filesystem::WasiFilesystemCtx;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::{Level, ToolsetPre, WitDescriptor, WitOutcome, toolcage};
-use crate::{CancelToken, ErrorKind, GuestEvent, Limits, LogLevel, Logs, Mount};
+use crate::{CancelToken, Error, ErrorKind, GuestEvent, Limits, LogLevel, Logs, Mount, Runtime};
 
 /// The most `log` lines and `progress` reports a call may make; later ones
 /// are dropped.
@@ -30,13 +40,13 @@ const MAX_GUEST_EVENTS: usize = 1_000;
 /// The longest `log` or `progress` message kept, in bytes.
 const MAX_EVENT_MESSAGE: usize = 4 << 10;
 /// The most table elements a call's instances may hold, all tables together.
-const MAX_TABLE_ELEMENTS: usize = 100_000;
+pub(crate) const MAX_TABLE_ELEMENTS: usize = 100_000;
 /// The most core instances, linear memories and tables a component may
 /// create: enough for any toolchain's output, few enough that nobody can
 /// multiply the memory limit by declaring many memories.
-const MAX_INSTANCES: usize = 64;
-const MAX_MEMORIES: usize = 8;
-const MAX_TABLES: usize = 32;
+pub(crate) const MAX_INSTANCES: usize = 64;
+pub(crate) const MAX_MEMORIES: usize = 8;
+pub(crate) const MAX_TABLES: usize = 32;
 /// The most WASI resources (open files, directory streams, pollables…) a call
 /// may hold at once; each open file is a host file descriptor.
 const MAX_WASI_RESOURCES: usize = 1024;
@@ -229,97 +239,312 @@ impl ResourceLimiter for MemoryLimiter {
 pub(crate) struct Grants {
     pub limits: Limits,
     pub mounts: Vec<Mount>,
-    /// Run WASI file operations on the calling thread rather than on tokio's
-    /// blocking pool (see `RegistryBuilder::blocking_file_io`).
-    pub blocking_file_io: bool,
 }
 
-/// Runs `invocation` in a fresh instance of `pre`, within `grants`' limits
+/// The size of a pool slot: what the limits allow one instance. Components
+/// with the same shape share an engine and its pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct SlotShape {
+    pub stack_bytes: usize,
+    pub memory_bytes: usize,
+}
+
+impl SlotShape {
+    pub fn of(limits: &Limits) -> Self {
+        SlotShape {
+            stack_bytes: limits.stack_bytes,
+            memory_bytes: limits.memory_bytes,
+        }
+    }
+}
+
+/// The filesystem a component's calls see: its mounts, opened once when the
+/// registry was built and shared by every call (a clone is a few reference
+/// counts, no system call). Two copies differ only in where file operations
+/// run: on the calling thread, or on tokio's blocking pool.
+#[derive(Clone)]
+pub(crate) struct Files {
+    inline: WasiFilesystemCtx,
+    offloaded: WasiFilesystemCtx,
+}
+
+impl Files {
+    /// The filesystem of `mounts`, each opened through the directory held
+    /// open for it in `held`; `None` when there are no mounts.
+    pub fn new(mounts: &[(Mount, PathBuf)]) -> Result<Option<Files>, Error> {
+        if mounts.is_empty() {
+            return Ok(None);
+        }
+        let build = |inline: bool| -> Result<WasiFilesystemCtx, Error> {
+            let mut wasi = WasiCtx::builder();
+            wasi.allow_blocking_current_thread(inline);
+            for (mount, path) in mounts {
+                let perms = if mount.is_writable() {
+                    FsPerms::ReadWrite
+                } else {
+                    FsPerms::ReadOnly
+                };
+                wasi.preopened_dir(path, mount.guest(), perms)
+                    .map_err(|e| Error::Mount {
+                        host: mount.host().to_path_buf(),
+                        guest: mount.guest().to_string(),
+                        reason: format!("{e:#}"),
+                    })?;
+            }
+            Ok(wasi.build().filesystem().clone())
+        };
+        Ok(Some(Files {
+            inline: build(true)?,
+            offloaded: build(false)?,
+        }))
+    }
+}
+
+/// Everything a component's calls run with: its compiled template, the
+/// operator's grants, and the runtime whose slots they take.
+pub(crate) struct Sandbox {
+    pub pre: ToolsetPre<CallState>,
+    pub grants: Grants,
+    pub files: Option<Files>,
+    pub runtime: Runtime,
+}
+
+/// How many calls may be stuck in a file operation after their caller gave
+/// up before further calls stop blocking threads on file operations: past
+/// it, their file operations run on tokio's blocking pool, which is slower
+/// but lets a stuck call's slot go when its caller gives up.
+const MAX_STUCK_WORKERS: usize = 4;
+
+/// How long a caller that gave up waits for its worker's own, more detailed
+/// report (fuel used, logs) before answering without it.
+const WORKER_GRACE: Duration = Duration::from_millis(20);
+
+/// Runs `invocation` in a fresh instance from `sandbox`, within its limits
 /// and seeing only its mounts, until it returns, breaches a limit, or
 /// `cancel` fires.
+///
+/// A component without mounts cannot block the thread it runs on (its
+/// clocks and streams are asynchronous, it has no files and no network), so
+/// it runs on the caller's task. A component with mounts runs on a thread
+/// of its own, where its file operations run directly, at full speed: when
+/// the timeout or a cancellation fires while one of them hangs (a FIFO, a
+/// stalled network mount), the caller gets its outcome at once and the
+/// worker finishes on its own (see [`Runtime::stuck_calls`]).
 pub(crate) async fn run(
-    pre: &ToolsetPre<CallState>,
-    grants: &Grants,
+    sandbox: &Arc<Sandbox>,
     invocation: Invocation,
     observer: Observer,
     cancel: Option<&CancelToken>,
 ) -> Ran {
     let started = Instant::now();
-    let limits = &grants.limits;
+    let limits = &sandbox.grants.limits;
+    let deadline = started + limits.timeout;
+    let fuel_budget = limits.fuel.unwrap_or(u64::MAX);
+    let run = Run {
+        stdout: CappedPipe::new(limits.log_bytes),
+        stderr: CappedPipe::new(limits.log_bytes),
+        // Fuel left, sampled at every epoch tick, so a call stopped from
+        // outside still reports what it used. Only a lower bound: compiled
+        // code keeps the fuel counter in a register and stores it back at
+        // calls, so a tight loop shows the fuel of its last call.
+        fuel_left: Arc::new(AtomicU64::new(fuel_budget)),
+    };
+    let result = match admit(sandbox, deadline, cancel).await {
+        Err(stopped) => Err(stopped),
+        Ok(slot) => {
+            let runtime = &sandbox.runtime;
+            match &sandbox.files {
+                Some(files) if runtime.stuck_calls() < MAX_STUCK_WORKERS => {
+                    let fs = files.inline.clone();
+                    on_worker(
+                        sandbox, invocation, observer, cancel, &run, fs, slot, deadline,
+                    )
+                    .await
+                }
+                files => {
+                    let fs = files.as_ref().map(|f| f.offloaded.clone());
+                    let guest = guest(sandbox.clone(), invocation, observer, run.clone(), fs);
+                    let result = bounded(guest, deadline, cancel, limits).await;
+                    drop(slot);
+                    result
+                }
+            }
+        }
+    };
+    Ran {
+        result,
+        fuel_used: fuel_budget - run.fuel_left.load(Ordering::Relaxed),
+        duration: started.elapsed(),
+        logs: Logs {
+            stdout: run.stdout.text(),
+            stderr: run.stderr.text(),
+            truncated: run.stdout.truncated() || run.stderr.truncated(),
+        },
+    }
+}
+
+/// What a run shares between the guest and its caller.
+#[derive(Clone)]
+struct Run {
+    stdout: CappedPipe,
+    stderr: CappedPipe,
+    fuel_left: Arc<AtomicU64>,
+}
+
+/// Waits for a free slot, within the call's own deadline.
+async fn admit(
+    sandbox: &Sandbox,
+    deadline: Instant,
+    cancel: Option<&CancelToken>,
+) -> Result<OwnedSemaphorePermit, Stopped> {
+    let runtime = &sandbox.runtime;
+    tokio::select! {
+        biased;
+        () = cancelled(cancel) => Err(cancelled_stop()),
+        slot = runtime.slot(deadline) => slot.ok_or_else(|| Stopped {
+            kind: ErrorKind::Timeout,
+            message: format!(
+                "The host was busy: all {} sandbox slots stayed in use for the tool's whole time limit of {}, so it never started. Try again later.",
+                runtime.max_concurrent_calls(),
+                human_duration(sandbox.grants.limits.timeout),
+            ),
+        }),
+    }
+}
+
+/// Runs the guest on a blocking-pool thread, and gives up on it at the
+/// deadline or on cancellation even if it is stuck in a file operation.
+#[allow(clippy::too_many_arguments)]
+async fn on_worker(
+    sandbox: &Arc<Sandbox>,
+    invocation: Invocation,
+    observer: Observer,
+    cancel: Option<&CancelToken>,
+    run: &Run,
+    fs: WasiFilesystemCtx,
+    slot: OwnedSemaphorePermit,
+    deadline: Instant,
+) -> Result<Returned, Stopped> {
+    let (sender, mut receiver) = tokio::sync::oneshot::channel();
+    let state = Arc::new(AtomicU8::new(RUNNING));
+    let stuck = sandbox.runtime.stuck_counter().clone();
+    let guest = guest(sandbox.clone(), invocation, observer, run.clone(), Some(fs));
+    let (worker_state, worker_cancel) = (state.clone(), cancel.cloned());
+    let limits = sandbox.grants.limits;
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let result = handle.block_on(bounded(guest, deadline, worker_cancel.as_ref(), &limits));
+        // The instance is gone: its slot can serve another call.
+        drop(slot);
+        if worker_state.swap(DONE, Ordering::AcqRel) == ABANDONED {
+            stuck.fetch_sub(1, Ordering::Relaxed);
+        }
+        sender.send(result).ok();
+    });
+    let gave_up = tokio::select! {
+        biased;
+        result = &mut receiver => return result.unwrap_or_else(|_| Err(worker_failed())),
+        () = cancelled(cancel) => cancelled_stop(),
+        () = tokio::time::sleep_until(deadline.into()) => timeout_stop(&limits),
+    };
+    // The worker stops at the same moment unless a file operation holds it.
+    if let Ok(result) = tokio::time::timeout(WORKER_GRACE, &mut receiver).await {
+        return result.unwrap_or_else(|_| Err(worker_failed()));
+    }
+    let stuck = sandbox.runtime.stuck_counter();
+    stuck.fetch_add(1, Ordering::Relaxed);
+    if state
+        .compare_exchange(RUNNING, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        stuck.fetch_sub(1, Ordering::Relaxed);
+    } else {
+        tracing::warn!(
+            stuck = stuck.load(Ordering::Relaxed),
+            "a call was given up while its tool was blocked in a file operation (a FIFO or a stalled mount?); its thread and slot stay taken until the operation returns"
+        );
+    }
+    Err(gave_up)
+}
+
+const RUNNING: u8 = 0;
+const DONE: u8 = 1;
+const ABANDONED: u8 = 2;
+
+fn worker_failed() -> Stopped {
+    Stopped {
+        kind: ErrorKind::Trap,
+        message: "The tool's worker thread failed before it reported an outcome.".into(),
+    }
+}
+
+fn cancelled_stop() -> Stopped {
+    Stopped {
+        kind: ErrorKind::Cancelled,
+        message: "The call was cancelled before it finished.".into(),
+    }
+}
+
+fn timeout_stop(limits: &Limits) -> Stopped {
+    Stopped {
+        kind: ErrorKind::Timeout,
+        message: format!(
+            "The tool did not finish within its time limit of {} and was stopped. Ask for less work per call, or a narrower request.",
+            human_duration(limits.timeout)
+        ),
+    }
+}
+
+/// `guest`, stopped by `cancel` or at `deadline`.
+async fn bounded(
+    guest: impl Future<Output = Result<Returned, Stopped>>,
+    deadline: Instant,
+    cancel: Option<&CancelToken>,
+    limits: &Limits,
+) -> Result<Returned, Stopped> {
+    tokio::select! {
+        biased;
+        () = cancelled(cancel) => Err(cancelled_stop()),
+        ran = tokio::time::timeout_at(deadline.into(), guest) => {
+            ran.unwrap_or_else(|_| Err(timeout_stop(limits)))
+        }
+    }
+}
+
+/// Instantiates the component in a fresh store and runs `invocation`.
+async fn guest(
+    sandbox: Arc<Sandbox>,
+    invocation: Invocation,
+    observer: Observer,
+    run: Run,
+    fs: Option<WasiFilesystemCtx>,
+) -> Result<Returned, Stopped> {
+    let limits = &sandbox.grants.limits;
     // The most one host call may copy out of the guest: its outcome, a log
     // line, a WASI request.
     let transfer_cap = match invocation {
         Invocation::Describe => MAX_DESCRIBE_BYTES,
         Invocation::Call { .. } => limits.output_bytes.saturating_add(TRANSFER_SLACK),
     };
-    let stdout = CappedPipe::new(limits.log_bytes);
-    let stderr = CappedPipe::new(limits.log_bytes);
-    let fuel_budget = limits.fuel.unwrap_or(u64::MAX);
-    // Fuel left, sampled at every epoch tick, so a call stopped from outside
-    // still reports what it used. Only a lower bound: compiled code keeps the
-    // fuel counter in a register and stores it back at calls, so a tight loop
-    // shows the fuel of its last call.
-    let fuel_left = Arc::new(AtomicU64::new(fuel_budget));
-
-    let guest = async {
-        let mut store = new_store(
-            pre,
-            grants,
-            &stdout,
-            &stderr,
-            observer,
-            fuel_left.clone(),
-            transfer_cap,
-        )
-        .map_err(|e| Stopped {
-            kind: ErrorKind::Trap,
-            message: format!(
-                "The sandbox could not be set up ({e:#}); a mounted directory may have gone away."
-            ),
-        })?;
-        let returned = async {
-            let toolset = pre.instantiate_async(&mut store).await?;
-            let tool = toolset.toolcage_tool_tool();
-            Ok(match &invocation {
-                Invocation::Describe => {
-                    Returned::Descriptors(tool.call_describe(&mut store).await?)
-                }
-                Invocation::Call {
-                    tool: name,
-                    arguments,
-                } => Returned::Outcome(tool.call_call(&mut store, name, arguments).await?),
-            })
-        }
-        .await;
-        fuel_left.store(store.get_fuel().unwrap_or(0), Ordering::Relaxed);
-        returned.map_err(|error| classify(error, store.data().limiter.hit, limits, transfer_cap))
-    };
-
-    let result = tokio::select! {
-        biased;
-        () = cancelled(cancel) => Err(Stopped {
-            kind: ErrorKind::Cancelled,
-            message: "The call was cancelled before it finished.".into(),
-        }),
-        ran = tokio::time::timeout(limits.timeout, guest) => ran.unwrap_or_else(|_| Err(Stopped {
-            kind: ErrorKind::Timeout,
-            message: format!(
-                "The tool did not finish within its time limit of {} and was stopped. Ask for less work per call, or a narrower request.",
-                human_duration(limits.timeout)
-            ),
-        })),
-    };
-
-    Ran {
-        result,
-        fuel_used: fuel_budget - fuel_left.load(Ordering::Relaxed),
-        duration: started.elapsed(),
-        logs: Logs {
-            stdout: stdout.text(),
-            stderr: stderr.text(),
-            truncated: stdout.truncated() || stderr.truncated(),
-        },
+    let mut store = new_store(&sandbox, &run, fs, observer, transfer_cap).map_err(|e| Stopped {
+        kind: ErrorKind::Trap,
+        message: format!("The sandbox could not be set up ({e:#})."),
+    })?;
+    let returned = async {
+        let toolset = sandbox.pre.instantiate_async(&mut store).await?;
+        let tool = toolset.toolcage_tool_tool();
+        Ok(match &invocation {
+            Invocation::Describe => Returned::Descriptors(tool.call_describe(&mut store).await?),
+            Invocation::Call {
+                tool: name,
+                arguments,
+            } => Returned::Outcome(tool.call_call(&mut store, name, arguments).await?),
+        })
     }
+    .await;
+    run.fuel_left
+        .store(store.get_fuel().unwrap_or(0), Ordering::Relaxed);
+    returned.map_err(|error| classify(error, store.data().limiter.hit, limits, transfer_cap))
 }
 
 async fn cancelled(cancel: Option<&CancelToken>) {
@@ -330,34 +555,27 @@ async fn cancelled(cancel: Option<&CancelToken>) {
 }
 
 fn new_store(
-    pre: &ToolsetPre<CallState>,
-    grants: &Grants,
-    stdout: &CappedPipe,
-    stderr: &CappedPipe,
+    sandbox: &Sandbox,
+    run: &Run,
+    fs: Option<WasiFilesystemCtx>,
     observer: Observer,
-    fuel_left: Arc<AtomicU64>,
     transfer_cap: usize,
 ) -> wasmtime::Result<Store<CallState>> {
     let mut wasi = WasiCtx::builder();
-    wasi.stdout(stdout.clone())
-        .stderr(stderr.clone())
+    wasi.stdout(run.stdout.clone())
+        .stderr(run.stderr.clone())
         .allow_tcp(false)
         .allow_udp(false)
-        .allow_ip_name_lookup(false)
-        .allow_blocking_current_thread(grants.blocking_file_io);
-    let limits = &grants.limits;
-    for mount in &grants.mounts {
-        let perms = if mount.is_writable() {
-            FsPerms::ReadWrite
-        } else {
-            FsPerms::ReadOnly
-        };
-        wasi.preopened_dir(mount.host(), mount.guest(), perms)?;
+        .allow_ip_name_lookup(false);
+    let mut wasi = wasi.build();
+    if let Some(fs) = fs {
+        *wasi.filesystem() = fs;
     }
+    let limits = &sandbox.grants.limits;
     let mut table = ResourceTable::new();
     table.set_max_capacity(MAX_WASI_RESOURCES);
     let state = CallState {
-        wasi: wasi.build(),
+        wasi,
         table,
         limiter: MemoryLimiter {
             max_bytes: limits.memory_bytes,
@@ -368,12 +586,13 @@ fn new_store(
         observer,
         guest_events: 0,
     };
-    let mut store = Store::new(pre.engine(), state);
+    let mut store = Store::new(sandbox.pre.engine(), state);
     store.limiter(|state| &mut state.limiter);
     store.set_hostcall_fuel(transfer_cap);
     store.set_max_component_handles(MAX_COMPONENT_HANDLES);
     store.set_fuel(limits.fuel.unwrap_or(u64::MAX))?;
     store.set_epoch_deadline(1);
+    let fuel_left = run.fuel_left.clone();
     store.epoch_deadline_callback(move |store| {
         fuel_left.store(store.get_fuel().unwrap_or(0), Ordering::Relaxed);
         // Give the executor a chance to notice a timeout or a cancellation.
@@ -398,6 +617,19 @@ fn classify(
             message: format!(
                 "The tool tried to hand the host more than {} at once and was stopped. Ask for less: a narrower query, a smaller range, or fewer results.",
                 human_bytes(transfer_cap)
+            ),
+        };
+    }
+    // Admission keeps every call within the pool's room, so this is a bug,
+    // but still only this call's failure.
+    if error
+        .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+        .is_some()
+    {
+        return Stopped {
+            kind: ErrorKind::Timeout,
+            message: format!(
+                "The host was busy and could not start the tool ({error}). Try again later."
             ),
         };
     }

@@ -1,9 +1,11 @@
 //! What a guest can reach: only the operator's mounts, and nothing else of
 //! the host (no environment, arguments, stdin or network).
 
+use std::time::{Duration, Instant};
+
 use serde_json::json;
 use tempfile::TempDir;
-use toolcage::{ErrorKind, Mount, Registry};
+use toolcage::{CallOptions, CancelToken, ErrorKind, Mount, Registry};
 use toolcage_tests::{assert_error, builder, guests, quick_limits, registry};
 
 /// `mounted/` (read-only at /workspace), `scratch/` (read-write at /scratch)
@@ -93,55 +95,101 @@ async fn open_files_are_bounded_per_call() {
     );
 }
 
-#[tokio::test]
-async fn a_hanging_file_operation_is_stopped_by_the_timeout() {
-    let tree = Tree::new();
-    let fifo = tree.path("mounted/pipe");
+/// A FIFO in the mounted tree: opening it for reading blocks until a writer
+/// comes, which the test never sends while the call runs.
+fn fifo(tree: &Tree, name: &str) -> std::path::PathBuf {
+    let fifo = tree.path(&format!("mounted/{name}"));
     let status = std::process::Command::new("mkfifo")
         .arg(&fifo)
         .status()
         .unwrap();
     assert!(status.success());
+    fifo
+}
+
+/// Lets a reader blocked on `fifo` go (opening it for writing wakes it),
+/// without blocking if no reader is left.
+fn release(fifo: &std::path::Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    const O_NONBLOCK: i32 = 0o4000;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(O_NONBLOCK)
+        .open(fifo)
+        .ok();
+}
+
+/// File operations run directly on the call's thread, and still a read that
+/// never returns ends the call at its timeout, or at once when cancelled;
+/// the stuck worker is counted until the read returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_file_operation_is_stopped_by_the_timeout_or_a_cancellation() {
+    let tree = Tree::new();
+    let (timed, cancelled) = (fifo(&tree, "timed"), fifo(&tree, "cancelled"));
+    let runtime = toolcage::Runtime::new().unwrap();
     let limits = toolcage::Limits {
-        timeout: std::time::Duration::from_millis(300),
+        timeout: Duration::from_millis(300),
         ..quick_limits()
     };
-    let builder = builder()
+    let builder = Registry::builder()
+        .runtime(&runtime)
         .limits(limits)
         .mount(Mount::read_only(tree.path("mounted"), "/workspace"));
     let registry = registry(builder, &[guests::FIXTURE_MISBEHAVE]).await;
-    let started = std::time::Instant::now();
+
+    let started = Instant::now();
     let result = misbehave(
         &registry,
-        json!({ "mode": "read", "path": "/workspace/pipe" }),
+        json!({ "mode": "read", "path": "/workspace/timed" }),
     )
     .await;
     assert_error(&result, ErrorKind::Timeout);
-    assert!(started.elapsed() < std::time::Duration::from_secs(5));
-    // Unblock the reader left on the blocking pool.
-    std::fs::write(&fifo, "").ok();
-}
+    assert!(
+        started.elapsed() < Duration::from_millis(600),
+        "answered after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(runtime.stuck_calls(), 1);
 
-#[tokio::test]
-async fn file_operations_work_on_the_calling_thread_too() {
-    let tree = Tree::new();
-    let builder = builder()
-        .limits(quick_limits())
-        .blocking_file_io(true)
-        .mount(Mount::read_only(tree.path("mounted"), "/workspace"));
-    let registry = registry(builder, &[guests::FIXTURE_MISBEHAVE]).await;
+    let token = CancelToken::new();
+    let call = registry.call_with(
+        "misbehave",
+        json!({ "mode": "read", "path": "/workspace/cancelled" }),
+        CallOptions::new().cancel_token(token.clone()),
+    );
+    let cancel = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        token.cancel();
+        Instant::now()
+    };
+    let (result, cancelled_at) = tokio::join!(call, cancel);
+    assert_error(&result, ErrorKind::Cancelled);
+    assert!(
+        cancelled_at.elapsed() < Duration::from_millis(100),
+        "answered {:?} after the cancellation",
+        cancelled_at.elapsed()
+    );
+    assert_eq!(runtime.stuck_calls(), 2);
+
+    // The registry still serves, and fast file I/O still works.
     let result = misbehave(
         &registry,
         json!({ "mode": "read", "path": "/workspace/hello.txt" }),
     )
     .await;
     assert_eq!(result.output, "hello from the host");
-    let result = misbehave(
-        &registry,
-        json!({ "mode": "read", "path": "/workspace/escape" }),
-    )
-    .await;
-    assert_error(&result, ErrorKind::ToolError);
+
+    release(&timed);
+    release(&cancelled);
+    let released = Instant::now();
+    while runtime.stuck_calls() > 0 {
+        assert!(
+            released.elapsed() < Duration::from_secs(5),
+            "{} calls still stuck after their reads returned",
+            runtime.stuck_calls()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 #[tokio::test]

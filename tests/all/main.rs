@@ -7,4 +7,5 @@ mod capabilities;
 mod cli;
 mod limits;
 mod loading;
+mod pool;
 mod toolset;
