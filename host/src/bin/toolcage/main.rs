@@ -180,13 +180,17 @@ impl Settings {
     /// order, with load diagnostics on stderr.
     async fn registry(&self) -> anyhow::Result<Registry> {
         let mut registry = self.builder().runtime(&runtime()?).build()?;
-        if self.bundled {
-            print::diagnostics(&load_bundled(&mut registry).await);
-        }
-        for dir in &self.tools {
-            let reports = registry.load_dir(dir).await?;
-            print::diagnostics(&reports);
-        }
+        noting_slow_loads(async {
+            if self.bundled {
+                print::diagnostics(&load_bundled(&mut registry).await);
+            }
+            for dir in &self.tools {
+                let reports = registry.load_dir(dir).await?;
+                print::diagnostics(&reports);
+            }
+            anyhow::Ok(())
+        })
+        .await?;
         for name in self.config.components.keys() {
             if !registry.tools().any(|tool| &tool.component == name) {
                 eprintln!(
@@ -195,6 +199,27 @@ impl Settings {
             }
         }
         Ok(registry)
+    }
+}
+
+/// Runs `load`, saying on stderr when it takes more than a second (the first
+/// run compiles every component), so that nobody takes it for a hang.
+async fn noting_slow_loads<T>(load: impl std::future::Future<Output = T>) -> T {
+    let started = std::time::Instant::now();
+    let mut load = std::pin::pin!(load);
+    match tokio::time::timeout(Duration::from_secs(1), &mut load).await {
+        Ok(value) => value,
+        Err(_) => {
+            eprintln!(
+                "toolcage: compiling tool components (only the first run takes this long; later runs load them from the cache)…"
+            );
+            let value = load.await;
+            eprintln!(
+                "toolcage: tools ready in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
+            value
+        }
     }
 }
 
@@ -232,7 +257,7 @@ async fn check(settings: &Settings, files: &[PathBuf], json: bool) -> anyhow::Re
     let mut reports = Vec::with_capacity(files.len());
     for file in files {
         let mut registry = settings.builder().runtime(&runtime).build()?;
-        let report = registry.load_file(file).await;
+        let report = noting_slow_loads(registry.load_file(file)).await;
         let tools = registry.tools().cloned().collect::<Vec<_>>();
         reports.push((report, tools));
     }
