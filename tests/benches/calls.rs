@@ -1,0 +1,249 @@
+//! The per-call tax: how fast a fresh sandbox is made, called and torn
+//! down, through toolcage's `Registry::call` and through bare wasmtime (its
+//! default allocator, and its pooling allocator tuned to keep slots resident
+//! and reset them in place), in one process and one run, on the same trivial
+//! component (the `constant` tool of the `leftovers` fixture).
+//!
+//! Each path runs `CALLS` calls after a warm-up, with 1 caller and then with
+//! 2 concurrent callers, and reports p50 and p99 per call and calls/s. The
+//! bare paths instantiate from an `InstancePre` into a fresh `Store` with an
+//! empty WASI context and call the tool: the least a fresh instance per call
+//! costs. The targets of issue 7 are printed as ratios beside the figures.
+//!
+//! Run with `cargo bench -p toolcage-tests --bench calls`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use toolcage::Registry;
+use toolcage_tests::guests;
+
+const WARM_UP: usize = 500;
+const CALLS: usize = 6_000;
+
+/// Bare wasmtime, bound to the same WIT world as toolcage.
+mod bare {
+    use toolcage_tests::guests;
+    use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+    use wasmtime::{
+        Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store,
+    };
+    use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+    wasmtime::component::bindgen!({
+        world: "toolset",
+        path: "../wit",
+        exports: { default: async },
+    });
+
+    struct State {
+        wasi: WasiCtx,
+        table: ResourceTable,
+    }
+
+    impl WasiView for State {
+        fn ctx(&mut self) -> WasiCtxView<'_> {
+            WasiCtxView {
+                ctx: &mut self.wasi,
+                table: &mut self.table,
+            }
+        }
+    }
+
+    impl self::toolcage::tool::host::Host for State {
+        fn log(&mut self, _: self::toolcage::tool::host::Level, _: String) {}
+        fn progress(&mut self, _: String, _: Option<f32>) {}
+    }
+
+    /// Bare wasmtime: an `InstancePre` and a fresh store per call.
+    pub struct Bare {
+        engine: Engine,
+        pre: ToolsetPre<State>,
+    }
+
+    impl Bare {
+        pub fn new(pooling: bool) -> Bare {
+            let mut config = Config::new();
+            config.wasm_component_model(true);
+            if pooling {
+                let mut pool = PoolingAllocationConfig::new();
+                pool.total_memories(128)
+                    .total_tables(128)
+                    .total_stacks(32)
+                    .total_core_instances(128)
+                    .total_component_instances(32)
+                    .max_memory_size(256 << 20)
+                    .linear_memory_keep_resident(16 << 20)
+                    .table_keep_resident(64 << 10)
+                    .async_stack_keep_resident(128 << 10)
+                    .decommit_batch_size(8)
+                    .pagemap_scan(Enabled::Auto);
+                config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+            }
+            let engine = Engine::new(&config).expect("an engine");
+            let mut linker = Linker::new(&engine);
+            wasmtime_wasi::p2::add_to_linker_async(&mut linker).expect("WASI links");
+            Toolset::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+                .expect("host links");
+            let bytes = std::fs::read(guests::FIXTURE_LEFTOVERS).expect("the fixture is built");
+            let component = Component::new(&engine, bytes).expect("it compiles");
+            let pre = ToolsetPre::new(linker.instantiate_pre(&component).expect("it links"))
+                .expect("it exports the toolset");
+            Bare { engine, pre }
+        }
+
+        pub async fn call(&self) {
+            let state = State {
+                wasi: WasiCtx::builder().build(),
+                table: ResourceTable::new(),
+            };
+            let mut store = Store::new(&self.engine, state);
+            let toolset = self
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .expect("instantiates");
+            let outcome = toolset
+                .toolcage_tool_tool()
+                .call_call(&mut store, "constant", "{}")
+                .await
+                .expect("runs");
+            assert_eq!(outcome.expect("succeeds").output, "ok");
+        }
+    }
+}
+
+/// Per-call figures of one path with one number of callers.
+struct Figures {
+    p50: Duration,
+    p99: Duration,
+    per_second: f64,
+}
+
+/// Runs `CALLS` calls split over `callers` concurrent tasks.
+fn measure<F, Fut>(tokio: &tokio::runtime::Runtime, callers: usize, call: F) -> Figures
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let call = Arc::new(call);
+    tokio.block_on(async {
+        for _ in 0..WARM_UP {
+            call().await;
+        }
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..callers)
+            .map(|_| {
+                let call = call.clone();
+                tokio::spawn(async move {
+                    let mut latencies = Vec::with_capacity(CALLS / callers);
+                    for _ in 0..CALLS / callers {
+                        let began = Instant::now();
+                        call().await;
+                        latencies.push(began.elapsed());
+                    }
+                    latencies
+                })
+            })
+            .collect();
+        let mut latencies = Vec::with_capacity(CALLS);
+        for task in tasks {
+            latencies.extend(task.await.expect("the caller finished"));
+        }
+        let elapsed = started.elapsed();
+        latencies.sort();
+        Figures {
+            p50: latencies[latencies.len() / 2],
+            p99: latencies[latencies.len() * 99 / 100],
+            per_second: latencies.len() as f64 / elapsed.as_secs_f64(),
+        }
+    })
+}
+
+fn main() {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio");
+    let registry = Arc::new(tokio.block_on(async {
+        let mut registry = Registry::builder().build().expect("a registry");
+        let report = registry.load_file(guests::FIXTURE_LEFTOVERS).await;
+        assert!(report.is_ok(), "{:?}", report.error);
+        registry
+    }));
+    println!("{:?}", toolcage::Runtime::new().expect("a runtime"));
+    let toolcage_call = move || {
+        let registry = registry.clone();
+        async move {
+            let result = registry.call("constant", "{}").await;
+            assert_eq!(result.output, "ok", "{:?}", result.error_kind);
+        }
+    };
+    let bare = |pooling| {
+        let bare = Arc::new(bare::Bare::new(pooling));
+        move || {
+            let bare = bare.clone();
+            async move { bare.call().await }
+        }
+    };
+
+    println!(
+        "\n{:<40} {:>8} {:>9} {:>9} {:>12}",
+        "path", "callers", "p50 µs", "p99 µs", "calls/s"
+    );
+    let mut rows = Vec::new();
+    for (label, figures) in [
+        ("toolcage Registry::call", run_both(&tokio, toolcage_call)),
+        (
+            "bare wasmtime, default allocator",
+            run_both(&tokio, bare(false)),
+        ),
+        (
+            "bare wasmtime, tuned pooling allocator",
+            run_both(&tokio, bare(true)),
+        ),
+    ] {
+        for (callers, f) in [(1, &figures.0), (2, &figures.1)] {
+            println!(
+                "{:<40} {:>8} {:>9.1} {:>9.1} {:>12.0}",
+                label,
+                callers,
+                f.p50.as_secs_f64() * 1e6,
+                f.p99.as_secs_f64() * 1e6,
+                f.per_second
+            );
+        }
+        rows.push(figures);
+    }
+    let (toolcage, tuned) = (&rows[0], &rows[2]);
+    println!("\ntargets (issue 7), as ratios in this run:");
+    ratio(
+        "toolcage p50 / tuned bare p50, 1 caller",
+        toolcage.0.p50.as_secs_f64() / tuned.0.p50.as_secs_f64(),
+        "<= 1.5",
+    );
+    ratio(
+        "toolcage calls/s, 2 callers / 1 caller",
+        toolcage.1.per_second / toolcage.0.per_second,
+        ">= 1.5",
+    );
+    ratio(
+        "toolcage / tuned bare calls/s, 2 callers",
+        toolcage.1.per_second / tuned.1.per_second,
+        ">= 0.5",
+    );
+}
+
+fn run_both<F, Fut>(tokio: &tokio::runtime::Runtime, call: F) -> (Figures, Figures)
+where
+    F: Fn() -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    (measure(tokio, 1, call.clone()), measure(tokio, 2, call))
+}
+
+fn ratio(label: &str, value: f64, target: &str) {
+    println!("  {label:<45} {value:>6.2}  (target {target})");
+}
