@@ -29,6 +29,6 @@ demo:
     cargo run -p toolcage -- --mount .:/workspace call grep '{"pattern": "first wins", "path": "/workspace/host/src"}'
     cargo run -p toolcage -- call calc '{"expression": "2 ^ 10 - sqrt(16)"}'
 
-# Benchmarks: grep over a 50 MB tree and read_file of a 10 MB file, against grep -rn.
+# Benchmarks: per-call cost against bare wasmtime, start-up of 100 components, grep and read_file against native tools.
 bench:
     cargo bench -p toolcage-tests

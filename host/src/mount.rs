@@ -129,6 +129,49 @@ impl Mount {
     }
 }
 
+/// Refuses a mount whose host path is, or passes through, a symlink inside
+/// the tree of another mount that is read-write: a tool granted that mount
+/// could have planted the symlink to redirect this one anywhere. Run before
+/// the mounts are opened, when no tool of this registry has run yet.
+pub(crate) fn refuse_redirections(mounts: &[&Mount]) -> Result<(), Error> {
+    let writable: Vec<(PathBuf, &Mount)> = mounts
+        .iter()
+        .filter(|m| m.writable)
+        .filter_map(|m| Some((m.host.canonicalize().ok()?, *m)))
+        .collect();
+    for mount in mounts {
+        let Ok(absolute) = std::path::absolute(&mount.host) else {
+            continue;
+        };
+        let mut prefix = PathBuf::new();
+        for part in absolute.components() {
+            prefix.push(part);
+            if !prefix.symlink_metadata().is_ok_and(|m| m.is_symlink()) {
+                continue;
+            }
+            let Some(dir) = prefix.parent().and_then(|p| p.canonicalize().ok()) else {
+                continue;
+            };
+            let planted_in = writable
+                .iter()
+                .find(|(root, other)| dir.starts_with(root) && *other != *mount);
+            if let Some((_, other)) = planted_in {
+                return Err(Error::Mount {
+                    host: mount.host.clone(),
+                    guest: mount.guest.clone(),
+                    reason: format!(
+                        "its host path passes through the symlink {} inside the read-write mount of {} (at {}), which a tool could have planted; name the directory it points to instead",
+                        prefix.display(),
+                        other.host.display(),
+                        other.guest
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A mount's directory, opened once.
 #[derive(Debug, Clone)]
 pub(crate) struct HeldDir {

@@ -217,10 +217,12 @@ impl RegistryBuilder {
     /// registry's life, and starts the engine.
     pub fn build(self) -> Result<Registry, Error> {
         let mut policy = self.policy;
-        let mounts = policy
+        let mounts: Vec<&Mount> = policy
             .mounts
             .iter()
-            .chain(policy.components.values().flat_map(|c| &c.mounts));
+            .chain(policy.components.values().flat_map(|c| &c.mounts))
+            .collect();
+        crate::mount::refuse_redirections(&mounts)?;
         let mut held = HashMap::new();
         for mount in mounts {
             held.insert(mount.host().to_path_buf(), mount.open()?);

@@ -342,3 +342,92 @@ async fn network_connect_is_denied() {
     let result = misbehave(&registry, json!({ "mode": "resolve", "path": "localhost" })).await;
     assert_error(&result, ErrorKind::ToolError);
 }
+
+/// `w/` (lent read-write at /w), its subdirectory `w/sub/` (lent read-only
+/// at /sub) holding `inner.txt`, and `outside/secret.txt` beside them.
+fn nested_mounts() -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("w/sub")).unwrap();
+    std::fs::create_dir_all(root.join("outside")).unwrap();
+    std::fs::write(root.join("w/sub/inner.txt"), "inner").unwrap();
+    std::fs::write(root.join("outside/secret.txt"), "top secret").unwrap();
+    dir
+}
+
+fn nested_builder(root: &std::path::Path) -> toolcage::RegistryBuilder {
+    builder()
+        .limits(quick_limits())
+        .mount(Mount::read_write(root.join("w"), "/w"))
+        .mount(Mount::read_only(root.join("w/sub"), "/sub"))
+}
+
+/// What a tool holding the read-write mount can do: move the inner mount's
+/// directory away and plant a symlink in its place. The calls after it
+/// still see the directory the operator lent, and nothing outside.
+#[tokio::test]
+async fn a_mount_redirected_after_the_start_still_lends_what_was_named() {
+    let dir = nested_mounts();
+    let root = dir.path();
+    let registry = registry(nested_builder(root), &[guests::FIXTURE_MISBEHAVE]).await;
+    let read = json!({ "mode": "read", "path": "/sub/inner.txt" });
+    assert_eq!(misbehave(&registry, read.clone()).await.output, "inner");
+
+    std::fs::rename(root.join("w/sub"), root.join("w/moved")).unwrap();
+    std::os::unix::fs::symlink("../outside", root.join("w/sub")).unwrap();
+
+    assert_eq!(misbehave(&registry, read).await.output, "inner");
+    let result = misbehave(
+        &registry,
+        json!({ "mode": "read", "path": "/sub/secret.txt" }),
+    )
+    .await;
+    assert_error(&result, ErrorKind::ToolError);
+    let result = misbehave(&registry, json!({ "mode": "list", "path": "/sub" })).await;
+    assert_eq!(result.output, "inner.txt");
+}
+
+/// The same redirection planted before the process started is refused when
+/// the registry is built.
+#[tokio::test]
+async fn a_mount_through_a_symlink_inside_a_read_write_mount_is_refused() {
+    let dir = nested_mounts();
+    let root = dir.path();
+    std::fs::rename(root.join("w/sub"), root.join("w/moved")).unwrap();
+    std::os::unix::fs::symlink("../outside", root.join("w/sub")).unwrap();
+    let Err(error) = nested_builder(root).build() else {
+        panic!("a mount through a planted symlink was accepted");
+    };
+    let error = error.to_string();
+    assert!(
+        error.contains("symlink") && error.contains("read-write mount"),
+        "{error}"
+    );
+    // Lent read-only, the outer directory cannot have been changed by a
+    // tool: the operator's symlink there is followed.
+    let registry = builder()
+        .mount(Mount::read_only(root.join("w"), "/w"))
+        .mount(Mount::read_only(root.join("w/sub"), "/sub"))
+        .build();
+    assert!(registry.is_ok(), "{:?}", registry.err());
+}
+
+/// An operator's own symlinked mount path, outside every read-write mount,
+/// is resolved once and works.
+#[tokio::test]
+async fn an_operators_symlinked_mount_path_works() {
+    let dir = nested_mounts();
+    let root = dir.path();
+    std::os::unix::fs::symlink(root.join("w/sub"), root.join("link")).unwrap();
+    let builder = builder()
+        .limits(quick_limits())
+        .mount(Mount::read_write(root.join("outside"), "/out"))
+        .mount(Mount::read_only(root.join("link"), "/sub"));
+    let registry = registry(builder, &[guests::FIXTURE_MISBEHAVE]).await;
+    let read = json!({ "mode": "read", "path": "/sub/inner.txt" });
+    assert_eq!(misbehave(&registry, read.clone()).await.output, "inner");
+    // Repointing the symlink later changes nothing.
+    std::fs::remove_file(root.join("link")).unwrap();
+    std::os::unix::fs::symlink(root.join("outside"), root.join("link")).unwrap();
+    assert_eq!(misbehave(&registry, read).await.output, "inner");
+}
