@@ -3,6 +3,8 @@
 
 #[path = "../guest-tools/build_support.rs"]
 mod build_support;
+#[path = "build/wat_guests.rs"]
+mod wat_guests;
 
 use std::fmt::Write;
 use std::path::Path;
@@ -36,6 +38,28 @@ fn main() {
         writeln!(code, "pub const {name}: &str = {path:?};").unwrap();
         writeln!(all, "    ({name:?}, {name}),").unwrap();
     }
+    let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    println!("cargo:rerun-if-changed={}", wit.display());
+    println!("cargo:rerun-if-changed=build/wat_guests.rs");
+    let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    let leftovers_wat = out_dir.join("leftovers_wat.wasm");
+    std::fs::write(&leftovers_wat, wat_guests::leftovers_wat(&wit)).unwrap();
+    writeln!(
+        code,
+        "/// The `leftovers_wat` component, written in WebAssembly text."
+    )
+    .unwrap();
+    writeln!(
+        code,
+        "pub const FIXTURE_LEFTOVERS_WAT: &str = {:?};",
+        leftovers_wat.display().to_string()
+    )
+    .unwrap();
+    writeln!(
+        all,
+        "    (\"FIXTURE_LEFTOVERS_WAT\", FIXTURE_LEFTOVERS_WAT),"
+    )
+    .unwrap();
     code.push_str(&all);
     code.push_str("];\n");
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("guests.rs");

@@ -193,18 +193,32 @@ fn main() {
         "\n{:<40} {:>8} {:>9} {:>9} {:>12}",
         "path", "callers", "p50 µs", "p99 µs", "calls/s"
     );
-    let mut rows = Vec::new();
-    for (label, figures) in [
-        ("toolcage Registry::call", run_both(&tokio, toolcage_call)),
+    // `cargo bench --bench calls -- toolcage` runs only the paths whose
+    // label has that word (for a profiler), without the ratios.
+    let only = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
+    let paths: [(&str, Box<dyn Fn() -> (Figures, Figures)>); 3] = [
+        (
+            "toolcage Registry::call",
+            Box::new(|| run_both(&tokio, toolcage_call.clone())),
+        ),
         (
             "bare wasmtime, default allocator",
-            run_both(&tokio, bare(false)),
+            Box::new(|| run_both(&tokio, bare(false))),
         ),
         (
             "bare wasmtime, tuned pooling allocator",
-            run_both(&tokio, bare(true)),
+            Box::new(|| run_both(&tokio, bare(true))),
         ),
-    ] {
+    ];
+    let mut rows = Vec::new();
+    for (label, run) in paths {
+        if only
+            .as_ref()
+            .is_some_and(|word| !label.contains(word.as_str()))
+        {
+            continue;
+        }
+        let figures = run();
         for (callers, f) in [(1, &figures.0), (2, &figures.1)] {
             println!(
                 "{:<40} {:>8} {:>9.1} {:>9.1} {:>12.0}",
@@ -217,7 +231,9 @@ fn main() {
         }
         rows.push(figures);
     }
-    let (toolcage, tuned) = (&rows[0], &rows[2]);
+    let [toolcage, _, tuned] = &rows[..] else {
+        return;
+    };
     println!("\ntargets (issue 7), as ratios in this run:");
     ratio(
         "toolcage p50 / tuned bare p50, 1 caller",
