@@ -114,6 +114,9 @@ mod bare {
     }
 }
 
+/// Measures one path with 1, then 2 callers.
+type Measured<'a> = dyn Fn() -> (Figures, Figures) + 'a;
+
 /// Per-call figures of one path with one number of callers.
 struct Figures {
     p50: Duration,
@@ -196,7 +199,7 @@ fn main() {
     // `cargo bench --bench calls -- toolcage` runs only the paths whose
     // label has that word (for a profiler), without the ratios.
     let only = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
-    let paths: [(&str, Box<dyn Fn() -> (Figures, Figures)>); 3] = [
+    let paths: [(&str, Box<Measured>); 3] = [
         (
             "toolcage Registry::call",
             Box::new(|| run_both(&tokio, toolcage_call.clone())),
