@@ -370,8 +370,30 @@ impl Registry {
                 };
             }
         }
+        if result.is_error && result.error_kind != Some(ErrorKind::MemoryLimit) {
+            self.explain_failure(entry, ran.memory_refused, &mut result.output);
+        }
         result.logs = ran.logs;
         result
+    }
+
+    /// Adds to a failed call's output what the host knows of the cause: a
+    /// refused memory growth, a mount whose directory was removed.
+    fn explain_failure(&self, entry: &Entry, memory_refused: bool, output: &mut String) {
+        let sandbox = &entry.component.sandbox;
+        if memory_refused {
+            output.push_str(&format!(
+                "\n(During this call the tool hit its memory limit of {}: a request for more memory was refused, which may be why it failed. Ask for less data at once.)",
+                human_bytes(sandbox.grants.limits.memory_bytes)
+            ));
+        }
+        for mount in sandbox.files.iter().flat_map(|files| files.removed()) {
+            output.push_str(&format!(
+                "\n(The mount at {} is gone: its host directory {} was removed while toolcage ran. Files there cannot be reached until the operator restores it and restarts toolcage.)",
+                mount.guest(),
+                mount.host().display()
+            ));
+        }
     }
 
     /// Fills `result` from a returned outcome whose size is within limits.

@@ -195,6 +195,13 @@ impl HeldDir {
             self.host.clone()
         }
     }
+
+    /// Whether the directory was removed from the host (it has no name left
+    /// in any directory).
+    pub fn is_removed(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.dir.metadata().is_ok_and(|meta| meta.nlink() == 0)
+    }
 }
 
 /// `//a//b/` → `/a/b`, so that two spellings of a guest path are one path.

@@ -439,12 +439,12 @@ impl Registry {
             blake3::hash(format!("{:?}{:?}", grants.limits, grants.mounts).as_bytes())
                 .to_hex()
                 .to_string();
-        let held: Vec<(Mount, PathBuf)> = grants
+        let held = grants
             .mounts
             .iter()
-            .map(|mount| (mount.clone(), self.policy.held[mount.host()].path()))
+            .map(|mount| (mount.clone(), self.policy.held[mount.host()].clone()))
             .collect();
-        let files = Files::new(&held).map_err(|e| LoadError::Mount(e.to_string()))?;
+        let files = Files::new(held).map_err(|e| LoadError::Mount(e.to_string()))?;
         let sandbox = Sandbox {
             pre: describing.pre.clone(),
             grants,

@@ -17,9 +17,8 @@
 //! its own, where file operations run directly at full speed; should one
 //! hang, the call's caller still gets its outcome at the deadline.
 
-use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -32,6 +31,7 @@ use wasmtime_wasi::filesystem::WasiFilesystemCtx;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::{Level, ToolsetPre, WitDescriptor, WitOutcome, toolcage};
+use crate::mount::HeldDir;
 use crate::{CancelToken, Error, ErrorKind, GuestEvent, Limits, LogLevel, Logs, Mount, Runtime};
 
 /// The most `log` lines and `progress` reports a call may make; later ones
@@ -83,6 +83,8 @@ pub(crate) struct Ran {
     pub fuel_used: u64,
     pub duration: Duration,
     pub logs: Logs,
+    /// Whether the memory limiter refused a growth during the run.
+    pub memory_refused: bool,
 }
 
 /// Where the guest's `log` and `progress` go, and what they are tagged with.
@@ -168,24 +170,56 @@ impl CallState {
 }
 
 /// Caps linear memory and tables, summed over every memory and table of the
-/// call's instances, and remembers whether the cap was hit so a resulting
-/// trap is reported as [`ErrorKind::MemoryLimit`].
+/// call's instances, and remembers refusals: a trap that follows a refusal
+/// with no successful growth since is reported as
+/// [`ErrorKind::MemoryLimit`]; a refusal the guest recovered from (it grew
+/// again afterwards) leaves a later trap a trap, and only adds a note.
 struct MemoryLimiter {
     max_bytes: usize,
     memory_bytes: usize,
     table_elements: usize,
-    hit: bool,
+    refusal: Refusal,
+}
+
+/// Whether, and how recently, the limiter refused a growth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// Never.
+    None,
+    /// Refused, and the guest grew again afterwards.
+    Recovered,
+    /// Refused, and nothing grew since.
+    Pending,
 }
 
 impl MemoryLimiter {
+    fn new(max_bytes: usize) -> Self {
+        MemoryLimiter {
+            max_bytes,
+            memory_bytes: 0,
+            table_elements: 0,
+            refusal: Refusal::None,
+        }
+    }
+
     /// Grows `total` by `desired - current` if the result stays within `max`.
-    fn grow(total: &mut usize, current: usize, desired: usize, max: usize, hit: &mut bool) -> bool {
+    fn grow(
+        total: &mut usize,
+        current: usize,
+        desired: usize,
+        max: usize,
+        refusal: &mut Refusal,
+    ) -> bool {
         let grown = total.saturating_add(desired.saturating_sub(current));
         let allowed = grown <= max;
         if allowed {
             *total = grown;
+            if *refusal == Refusal::Pending {
+                *refusal = Refusal::Recovered;
+            }
+        } else {
+            *refusal = Refusal::Pending;
         }
-        *hit |= !allowed;
         allowed
     }
 }
@@ -202,7 +236,7 @@ impl ResourceLimiter for MemoryLimiter {
             current,
             desired,
             self.max_bytes,
-            &mut self.hit,
+            &mut self.refusal,
         ))
     }
 
@@ -217,7 +251,7 @@ impl ResourceLimiter for MemoryLimiter {
             current,
             desired,
             MAX_TABLE_ELEMENTS,
-            &mut self.hit,
+            &mut self.refusal,
         ))
     }
 
@@ -266,25 +300,26 @@ impl SlotShape {
 pub(crate) struct Files {
     inline: WasiFilesystemCtx,
     offloaded: WasiFilesystemCtx,
+    mounts: Vec<(Mount, HeldDir)>,
 }
 
 impl Files {
     /// The filesystem of `mounts`, each opened through the directory held
-    /// open for it in `held`; `None` when there are no mounts.
-    pub fn new(mounts: &[(Mount, PathBuf)]) -> Result<Option<Files>, Error> {
+    /// open for it; `None` when there are no mounts.
+    pub fn new(mounts: Vec<(Mount, HeldDir)>) -> Result<Option<Files>, Error> {
         if mounts.is_empty() {
             return Ok(None);
         }
         let build = |inline: bool| -> Result<WasiFilesystemCtx, Error> {
             let mut wasi = WasiCtx::builder();
             wasi.allow_blocking_current_thread(inline);
-            for (mount, path) in mounts {
+            for (mount, held) in &mounts {
                 let perms = if mount.is_writable() {
                     FsPerms::ReadWrite
                 } else {
                     FsPerms::ReadOnly
                 };
-                wasi.preopened_dir(path, mount.guest(), perms)
+                wasi.preopened_dir(held.path(), mount.guest(), perms)
                     .map_err(|e| Error::Mount {
                         host: mount.host().to_path_buf(),
                         guest: mount.guest().to_string(),
@@ -296,7 +331,16 @@ impl Files {
         Ok(Some(Files {
             inline: build(true)?,
             offloaded: build(false)?,
+            mounts,
         }))
+    }
+
+    /// The mounts whose host directory was removed since it was opened.
+    pub fn removed(&self) -> impl Iterator<Item = &Mount> {
+        self.mounts
+            .iter()
+            .filter(|(_, held)| held.is_removed())
+            .map(|(mount, _)| mount)
     }
 }
 
@@ -348,6 +392,7 @@ pub(crate) async fn run(
         // code keeps the fuel counter in a register and stores it back at
         // calls, so a tight loop shows the fuel of its last call.
         fuel_left: Arc::new(AtomicU64::new(fuel_budget)),
+        memory_refused: Arc::default(),
     };
     let result = match admit(sandbox, deadline, cancel).await {
         Err(stopped) => Err(stopped),
@@ -380,6 +425,7 @@ pub(crate) async fn run(
             stderr: run.stderr.text(),
             truncated: run.stdout.truncated() || run.stderr.truncated(),
         },
+        memory_refused: run.memory_refused.load(Ordering::Relaxed),
     }
 }
 
@@ -389,6 +435,7 @@ struct Run {
     stdout: CappedPipe,
     stderr: CappedPipe,
     fuel_left: Arc<AtomicU64>,
+    memory_refused: Arc<AtomicBool>,
 }
 
 /// Waits for a free slot, within the call's own deadline.
@@ -544,7 +591,10 @@ async fn guest(
     .await;
     run.fuel_left
         .store(store.get_fuel().unwrap_or(0), Ordering::Relaxed);
-    returned.map_err(|error| classify(error, store.data().limiter.hit, limits, transfer_cap))
+    let refusal = store.data().limiter.refusal;
+    run.memory_refused
+        .store(refusal != Refusal::None, Ordering::Relaxed);
+    returned.map_err(|error| classify(error, refusal, limits, transfer_cap))
 }
 
 async fn cancelled(cancel: Option<&CancelToken>) {
@@ -577,12 +627,7 @@ fn new_store(
     let state = CallState {
         wasi,
         table,
-        limiter: MemoryLimiter {
-            max_bytes: limits.memory_bytes,
-            memory_bytes: 0,
-            table_elements: 0,
-            hit: false,
-        },
+        limiter: MemoryLimiter::new(limits.memory_bytes),
         observer,
         guest_events: 0,
     };
@@ -604,7 +649,7 @@ fn new_store(
 /// Turns a guest failure into the error kind and message a model reads.
 fn classify(
     error: wasmtime::Error,
-    memory_limit_hit: bool,
+    refusal: Refusal,
     limits: &Limits,
     transfer_cap: usize,
 ) -> Stopped {
@@ -642,7 +687,7 @@ fn classify(
             ),
         };
     }
-    if memory_limit_hit {
+    if refusal == Refusal::Pending {
         return Stopped {
             kind: ErrorKind::MemoryLimit,
             message: format!(
@@ -796,12 +841,7 @@ mod tests {
 
     #[test]
     fn the_memory_limit_counts_every_memory() {
-        let mut limiter = MemoryLimiter {
-            max_bytes: 64 << 20,
-            memory_bytes: 0,
-            table_elements: 0,
-            hit: false,
-        };
+        let mut limiter = MemoryLimiter::new(64 << 20);
         assert!(limiter.memory_growing(0, 40 << 20, None).unwrap());
         assert!(
             limiter.memory_growing(40 << 20, 48 << 20, None).unwrap(),
@@ -811,16 +851,18 @@ mod tests {
             !limiter.memory_growing(0, 40 << 20, None).unwrap(),
             "a second memory shares the budget"
         );
-        assert!(limiter.hit);
+        assert_eq!(limiter.refusal, Refusal::Pending);
         assert!(
             limiter.memory_growing(0, 16 << 20, None).unwrap(),
             "what is left is still usable"
         );
+        assert_eq!(limiter.refusal, Refusal::Recovered, "the guest grew again");
         assert!(
             !limiter
                 .table_growing(0, MAX_TABLE_ELEMENTS + 1, None)
                 .unwrap()
         );
+        assert_eq!(limiter.refusal, Refusal::Pending);
     }
 
     #[test]

@@ -431,3 +431,27 @@ async fn an_operators_symlinked_mount_path_works() {
     std::os::unix::fs::symlink(root.join("outside"), root.join("link")).unwrap();
     assert_eq!(misbehave(&registry, read).await.output, "inner");
 }
+
+/// A mount whose host directory is removed while the registry serves: calls
+/// that fail because of it say which mount is gone.
+#[tokio::test]
+async fn a_removed_mount_is_named_in_the_failure() {
+    let tree = Tree::new();
+    let registry = tree.registry().await;
+    std::fs::remove_dir_all(tree.path("scratch")).unwrap();
+    let result = misbehave(
+        &registry,
+        json!({ "mode": "write", "path": "/scratch/new.txt", "content": "x" }),
+    )
+    .await;
+    assert_error(&result, ErrorKind::ToolError);
+    assert!(
+        result.output.contains("The mount at /scratch is gone"),
+        "{}",
+        result.output
+    );
+    // The other mount still serves.
+    let read = json!({ "mode": "read", "path": "/workspace/hello.txt" });
+    let result = misbehave(&registry, read).await;
+    assert_eq!(result.output, "hello from the host");
+}

@@ -143,6 +143,58 @@ async fn memory_breached_by_unbounded_growth() {
     assert_still_serving(&registry).await;
 }
 
+/// A refusal the guest recovered from (it grew its memory again) does not
+/// make a later, unrelated trap a memory-limit breach; the output still says
+/// the limit was hit.
+#[tokio::test]
+async fn a_recovered_memory_refusal_leaves_a_later_trap_a_trap() {
+    let registry = misbehave(quick_limits()).await;
+    let result = registry
+        .call(
+            "misbehave",
+            json!({ "mode": "refused_then_panic", "amount": 80 }),
+        )
+        .await;
+    assert_error(&result, ErrorKind::Trap);
+    assert!(
+        result.output.contains("an unrelated bug"),
+        "{}",
+        result.output
+    );
+    assert!(
+        result.output.contains("hit its memory limit of 64 MiB"),
+        "{}",
+        result.output
+    );
+}
+
+/// A tool that reports its own failure after a refused growth keeps the
+/// `tool_error` kind, and the output names the limit it hit.
+#[tokio::test]
+async fn a_tool_error_after_a_memory_refusal_names_the_limit() {
+    let registry = misbehave(quick_limits()).await;
+    let result = registry
+        .call(
+            "misbehave",
+            json!({ "mode": "refused_then_fail", "amount": 80 }),
+        )
+        .await;
+    assert_error(&result, ErrorKind::ToolError);
+    assert!(
+        result.output.starts_with("could not load the input")
+            && result.output.contains("hit its memory limit of 64 MiB"),
+        "{}",
+        result.output
+    );
+    let result = registry
+        .call(
+            "misbehave",
+            json!({ "mode": "refused_then_fail", "amount": 8 }),
+        )
+        .await;
+    assert_eq!(result.output, "reserved", "within the limit, no note");
+}
+
 #[tokio::test]
 async fn output_obeyed() {
     let limits = Limits {

@@ -50,7 +50,8 @@ pub struct GlobalArgs {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
-    /// Log level or filter for stderr (error, warn, info, debug, trace).
+    /// Log level for stderr (error, warn, info, debug, trace, off), or
+    /// directives each ending in one, such as `toolcage=debug,wasmtime=warn`.
     /// Default: error, or RUST_LOG when set.
     #[arg(long, value_name = "LEVEL", global = true)]
     pub log_level: Option<String>,

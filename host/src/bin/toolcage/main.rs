@@ -22,7 +22,10 @@ const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.global.log_level.as_deref());
+    if let Err(message) = init_logging(cli.global.log_level.as_deref()) {
+        eprintln!("toolcage: --log-level: {message}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -43,16 +46,42 @@ fn main() -> ExitCode {
     code
 }
 
-fn init_logging(level: Option<&str>) {
+fn init_logging(level: Option<&str>) -> Result<(), String> {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
-        Some(level) => EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("error")),
+        Some(level) => log_filter(level)?,
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("error")),
     };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+    Ok(())
+}
+
+/// `--log-level`: a level, or comma-separated filter directives each ending
+/// in a level (`toolcage=debug,wasmtime=warn`). A bare word that is not a
+/// level is refused: tracing would take it for a target and log nothing.
+fn log_filter(spec: &str) -> Result<tracing_subscriber::EnvFilter, String> {
+    const LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
+    let is_level = |word: &str| LEVELS.contains(&word.trim().to_ascii_lowercase().as_str());
+    let refuse = || {
+        format!(
+            "`{spec}` is neither a level ({}) nor filter directives such as `toolcage=debug,wasmtime=warn`",
+            LEVELS.join(", ")
+        )
+    };
+    let valid = !spec.trim().is_empty()
+        && spec
+            .split(',')
+            .all(|directive| match directive.rsplit_once('=') {
+                Some((target, level)) => !target.trim().is_empty() && is_level(level),
+                None => is_level(directive),
+            });
+    if !valid {
+        return Err(refuse());
+    }
+    tracing_subscriber::EnvFilter::try_new(spec).map_err(|e| format!("{}: {e}", refuse()))
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -312,6 +341,30 @@ fn call_arguments(args: Option<&str>, pairs: &[String]) -> anyhow::Result<String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_levels_and_directives() {
+        for good in [
+            "debug",
+            "WARN",
+            "toolcage=debug",
+            "toolcage=debug,wasmtime=warn",
+            "off",
+        ] {
+            assert!(log_filter(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "verbose",
+            "",
+            "toolcage",
+            "toolcage=loud",
+            "debug,",
+            "=debug",
+        ] {
+            let error = log_filter(bad).unwrap_err();
+            assert!(error.contains("neither a level"), "{bad}: {error}");
+        }
+    }
 
     #[test]
     fn arguments_from_pairs() {
