@@ -46,6 +46,8 @@ mod config;
 mod engine;
 mod error;
 mod limits;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 mod mount;
 mod registry;
 mod sandbox;

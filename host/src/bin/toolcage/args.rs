@@ -90,6 +90,30 @@ pub enum Command {
         #[arg(long, value_name = "FORMAT")]
         format: Format,
     },
+    /// Serve the tools over the Model Context Protocol: on stdio (the
+    /// default; stdout carries MCP messages only), or Streamable HTTP at
+    /// /mcp with --http. Calls follow the config's `[permissions]`.
+    Serve {
+        /// Serve Streamable HTTP on ADDR (`127.0.0.1:8080`, or a bare port
+        /// for 127.0.0.1) instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// Require this bearer token (the file's contents, surrounding
+        /// whitespace trimmed) on HTTP requests. Default: $TOOLCAGE_TOKEN
+        /// when set; the file wins when both are.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// Keep no session between HTTP requests, so that any replica can
+        /// serve any request.
+        #[arg(long)]
+        stateless: bool,
+        /// The largest HTTP request body, in KiB. Default: 4096.
+        #[arg(long, value_name = "N")]
+        max_body_kib: Option<u64>,
+        /// How many calls run at once; more wait for a free slot. Default: 32.
+        #[arg(long, value_name = "N")]
+        max_concurrent_calls: Option<usize>,
+    },
     /// Run the tool calls of a model response as one batch (read-only
     /// batches in parallel, others in order, with the config's
     /// `[permissions]`) and print the tool results in the same format.

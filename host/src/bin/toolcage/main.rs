@@ -4,6 +4,7 @@
 mod args;
 mod batch;
 mod print;
+mod serve;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -110,6 +111,32 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print::pretty_json(&toolcage::agent::definitions(&registry, *format))?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Serve {
+            http,
+            token_file,
+            stateless,
+            max_body_kib,
+            max_concurrent_calls,
+        } => {
+            let mut runtime = Runtime::builder();
+            if let Some(calls) = max_concurrent_calls {
+                if *calls == 0 {
+                    bail!("--max-concurrent-calls must be greater than 0");
+                }
+                runtime = runtime.max_concurrent_calls(*calls);
+            }
+            let registry = settings.registry_on(&runtime_with(runtime)?).await?;
+            let serve = serve::Serve {
+                http: http.clone(),
+                token_file: token_file.clone(),
+                stateless: *stateless,
+                max_body_bytes: bytes(max_body_kib.map(|k| k.max(1)), 10, "--max-body-kib")?,
+            };
+            serve
+                .run(registry, settings.config.permissions.clone())
+                .await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::RunCalls { file, format } => {
             let registry = settings.registry().await?;
             let permissions = settings.config.permissions.clone();
@@ -208,7 +235,12 @@ impl Settings {
     /// The registry: bundled tools first, then every tools directory in
     /// order, with load diagnostics on stderr.
     async fn registry(&self) -> anyhow::Result<Registry> {
-        let mut registry = self.builder().runtime(&runtime()?).build()?;
+        self.registry_on(&runtime()?).await
+    }
+
+    /// [`Settings::registry`], on `runtime`.
+    async fn registry_on(&self, runtime: &Runtime) -> anyhow::Result<Registry> {
+        let mut registry = self.builder().runtime(runtime).build()?;
         noting_slow_loads(async {
             if self.bundled {
                 print::diagnostics(&load_bundled(&mut registry).await);
@@ -267,17 +299,22 @@ async fn load_bundled(_: &mut Registry) -> Vec<FileReport> {
 /// tools; without a cache directory, or with `TOOLCAGE_NO_CACHE` set, it
 /// compiles every time.
 fn runtime() -> anyhow::Result<Runtime> {
+    runtime_with(Runtime::builder())
+}
+
+/// [`runtime`], from `builder`.
+fn runtime_with(builder: toolcage::RuntimeBuilder) -> anyhow::Result<Runtime> {
     let dir = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
         .filter(|_| std::env::var_os("TOOLCAGE_NO_CACHE").is_none());
     if let Some(dir) = dir {
-        match Runtime::with_disk_cache(dir.join("toolcage")) {
+        match builder.clone().disk_cache(dir.join("toolcage")).build() {
             Ok(runtime) => return Ok(runtime),
             Err(e) => tracing::warn!("compiling without a cache: {e}"),
         }
     }
-    Ok(Runtime::new()?)
+    Ok(builder.build()?)
 }
 
 /// Loads each file into a registry of its own, so each is judged alone.

@@ -1,0 +1,115 @@
+//! `toolcage serve`: flags → an [`McpServer`] on stdio or HTTP, stopped
+//! gracefully by SIGTERM or SIGINT (and, on stdio, by the end of stdin):
+//! calls in flight finish and their results go out first.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use tokio_util::sync::CancellationToken;
+use toolcage::Registry;
+use toolcage::agent::Permissions;
+use toolcage::mcp::McpServer;
+use toolcage::mcp::http::HttpOptions;
+
+/// The environment variable holding the bearer token, when no file does.
+const TOKEN_VARIABLE: &str = "TOOLCAGE_TOKEN";
+
+pub struct Serve {
+    pub http: Option<String>,
+    pub token_file: Option<PathBuf>,
+    pub stateless: bool,
+    pub max_body_bytes: Option<usize>,
+}
+
+impl Serve {
+    pub async fn run(self, registry: Registry, permissions: Permissions) -> anyhow::Result<()> {
+        let server = McpServer::new(Arc::new(registry)).permissions(permissions);
+        let shutdown = CancellationToken::new();
+        tokio::spawn(stop_on_signals(shutdown.clone()));
+        let Some(addr) = &self.http else {
+            if self.token_file.is_some() || self.stateless || self.max_body_bytes.is_some() {
+                bail!("--token-file, --stateless and --max-body-kib apply to --http only");
+            }
+            return server
+                .serve_stdio_until(shutdown)
+                .await
+                .map_err(|e| anyhow::anyhow!("serving on stdio: {e}"));
+        };
+        let addr = parse_addr(addr)?;
+        let mut options = HttpOptions::default().stateless(self.stateless);
+        if let Some(bytes) = self.max_body_bytes {
+            options = options.max_body_bytes(bytes);
+        }
+        if let Some(token) = self.token()? {
+            options = options.token(token);
+        } else if !addr.ip().is_loopback() {
+            eprintln!(
+                "toolcage: warning: serving {addr} without a token: anyone who can reach it can call the tools (set --token-file or {TOKEN_VARIABLE})"
+            );
+        }
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        let bound = listener.local_addr()?;
+        eprintln!("toolcage: serving MCP at http://{bound}/mcp");
+        server.serve_http(listener, &options, shutdown).await?;
+        Ok(())
+    }
+
+    /// The token: from `--token-file` (trimmed), else `$TOOLCAGE_TOKEN`.
+    fn token(&self) -> anyhow::Result<Option<String>> {
+        let token = match &self.token_file {
+            Some(file) => std::fs::read_to_string(file)
+                .with_context(|| format!("reading the token file {}", file.display()))?,
+            None => match std::env::var(TOKEN_VARIABLE) {
+                Ok(token) => token,
+                Err(_) => return Ok(None),
+            },
+        };
+        let token = token.trim();
+        if token.is_empty() {
+            bail!("the bearer token is empty");
+        }
+        Ok(Some(token.to_string()))
+    }
+}
+
+/// `127.0.0.1:8080`, `[::1]:8080`, or a bare port (on 127.0.0.1).
+fn parse_addr(addr: &str) -> anyhow::Result<SocketAddr> {
+    if let Ok(port) = addr.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    addr.parse()
+        .with_context(|| format!("--http `{addr}`: expected HOST:PORT, such as 127.0.0.1:8080"))
+}
+
+/// Cancels `shutdown` on SIGTERM or SIGINT.
+async fn stop_on_signals(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    eprintln!("toolcage: stopping: finishing the calls in flight");
+    shutdown.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_addr;
+
+    #[test]
+    fn addresses() {
+        assert_eq!(parse_addr("8080").unwrap().to_string(), "127.0.0.1:8080");
+        assert_eq!(parse_addr("0.0.0.0:9").unwrap().to_string(), "0.0.0.0:9");
+        assert!(parse_addr("localhost").is_err());
+    }
+}

@@ -1,0 +1,189 @@
+//! MCP over Streamable HTTP, at `/mcp`, with `/healthz` for load balancers.
+//!
+//! Threat model: anything that can open a connection can send requests.
+//! - A bearer token, when the operator sets one, is required for every
+//!   method on `/mcp` (401 otherwise), compared in constant time.
+//! - A browser page from another origin must not drive the server (DNS
+//!   rebinding): a request whose `Origin` is not the server's own address is
+//!   refused with 403; requests without `Origin` (non-browser clients) pass.
+//!   The `Host` header must name the server (loopback names, or the address
+//!   it is bound to).
+//! - Request bodies are capped (413 past the cap); the server keeps serving.
+//! - Stateless mode keeps no session between requests, so replicas behind a
+//!   load balancer need no sticky sessions.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use super::McpServer;
+
+/// The default cap on a request body: 4 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
+
+/// How the HTTP transport runs. By default: no token (anyone who can
+/// connect is served: bind to loopback), sessions kept (`stateless` off),
+/// bodies up to [`DEFAULT_MAX_BODY_BYTES`].
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    token: Option<String>,
+    stateless: bool,
+    max_body_bytes: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            token: None,
+            stateless: false,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+impl HttpOptions {
+    /// Requires `Authorization: Bearer <token>` on every request to `/mcp`.
+    /// Default: none.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Serves every request on its own, keeping no session: any replica can
+    /// serve any request. Default: false (sessions, for the revisions before
+    /// 2026-07-28, which has no sessions at all).
+    pub fn stateless(mut self, stateless: bool) -> Self {
+        self.stateless = stateless;
+        self
+    }
+
+    /// The largest request body accepted. Default: [`DEFAULT_MAX_BODY_BYTES`].
+    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_body_bytes = bytes;
+        self
+    }
+}
+
+impl McpServer {
+    /// The HTTP application for a server reached at `addr`: `/mcp` and
+    /// `/healthz`. `shutdown` ends its sessions and streams when cancelled.
+    pub fn router(
+        &self,
+        addr: SocketAddr,
+        options: &HttpOptions,
+        shutdown: CancellationToken,
+    ) -> Router {
+        let port = addr.port();
+        let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
+        hosts.push(addr.ip().to_string());
+        let origins: Vec<String> = hosts
+            .iter()
+            .map(|host| match host.contains(':') {
+                true => format!("http://[{host}]:{port}"),
+                false => format!("http://{host}:{port}"),
+            })
+            .collect();
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(hosts)
+            .with_allowed_origins(origins)
+            .with_legacy_session_mode(!options.stateless)
+            .with_max_request_body_bytes(options.max_body_bytes)
+            .with_cancellation_token(shutdown);
+        let server = self.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(server.for_connection()),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        let token: Arc<Option<String>> = Arc::new(options.token.clone());
+        let mcp = Router::new()
+            .route_service("/mcp", service)
+            .layer(axum::middleware::from_fn_with_state(token, require_token));
+        Router::new()
+            .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+            .merge(mcp)
+    }
+
+    /// Serves on `listener` until `shutdown` is cancelled, then stops taking
+    /// connections, lets calls in flight finish and their results go out,
+    /// and returns.
+    pub async fn serve_http(
+        &self,
+        listener: tokio::net::TcpListener,
+        options: &HttpOptions,
+        shutdown: CancellationToken,
+    ) -> std::io::Result<()> {
+        let addr = listener.local_addr()?;
+        // On shutdown axum stops accepting connections; the sessions and
+        // event streams (which would keep connections open for ever) end
+        // once the calls in flight have answered.
+        let streams = CancellationToken::new();
+        let app = self.router(addr, options, streams.clone());
+        let (server, stopping) = (self.clone(), shutdown.clone());
+        let drain = streams.clone();
+        tokio::spawn(async move {
+            stopping.cancelled().await;
+            server.idle().await;
+            drain.cancel();
+        });
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await
+    }
+}
+
+/// Refuses a request to `/mcp` without the operator's bearer token.
+async fn require_token(
+    State(token): State<Arc<Option<String>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(token) = token.as_deref() {
+        let presented = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "a bearer token is required\n",
+            )
+                .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Compares without an early exit, so timing does not tell how much of a
+/// guess was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut differ = a.len() ^ b.len();
+    for (i, byte) in b.iter().enumerate() {
+        differ |= usize::from(a.get(i).copied().unwrap_or(0) ^ byte);
+    }
+    differ == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constant_time_eq;
+
+    #[test]
+    fn token_comparison() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secreT", b"secret"));
+        assert!(!constant_time_eq(b"secret-and-more", b"secret"));
+        assert!(!constant_time_eq(b"", b"secret"));
+    }
+}

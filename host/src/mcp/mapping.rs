@@ -1,0 +1,228 @@
+//! Between toolcage's types and MCP's: a registered tool as an MCP `Tool`,
+//! a [`CallResult`] as a `CallToolResult`, a guest's log level and progress
+//! as MCP's. Pure functions, so the mapping is tested on its own.
+
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, LoggingLevel, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+use crate::{CallResult, LogLevel, ToolInfo};
+
+/// The `_meta` key under which every call result carries toolcage's own
+/// figures: `{"error_kind", "duration_ms", "fuel_used"}`.
+pub const CALL_META_KEY: &str = "dev.toolcage/call";
+
+/// A registered tool as `tools/list` shows it. All four hints are explicit:
+/// MCP reads a missing `destructiveHint` or `openWorldHint` as true.
+pub fn tool(info: &ToolInfo) -> Tool {
+    let descriptor = &info.descriptor;
+    let mut annotations = ToolAnnotations::new()
+        .read_only(descriptor.hints.read_only)
+        .destructive(descriptor.hints.destructive)
+        .idempotent(descriptor.hints.idempotent)
+        .open_world(descriptor.hints.open_world);
+    annotations.title = descriptor.title.clone();
+    let mut tool = Tool::new(
+        descriptor.name.clone(),
+        descriptor.description.clone(),
+        object(&descriptor.input_schema),
+    );
+    tool.title = descriptor.title.clone();
+    tool.output_schema = descriptor.output_schema.as_ref().map(object);
+    tool.annotations = Some(annotations);
+    tool
+}
+
+/// A schema object (descriptors are checked at load to be objects).
+fn object(schema: &Value) -> Arc<JsonObject> {
+    Arc::new(schema.as_object().cloned().unwrap_or_default())
+}
+
+/// A call's result as `tools/call` returns it. The output is the text
+/// content. On success, a tool that declares an output schema also gets
+/// its details as `structuredContent`, and their JSON as a second text
+/// block. An error result never carries `structuredContent`, which clients
+/// check against the output schema even when `isError` is set.
+pub fn call_result(result: &CallResult, has_output_schema: bool) -> CallToolResult {
+    let mut content = vec![ContentBlock::text(result.output.clone())];
+    let mut mapped = if result.is_error {
+        CallToolResult::error(content)
+    } else {
+        let structured = has_output_schema.then(|| result.details.clone()).flatten();
+        if let Some(details) = &structured {
+            content.push(ContentBlock::text(details.to_string()));
+        }
+        let mut mapped = CallToolResult::success(content);
+        mapped.structured_content = structured;
+        mapped
+    };
+    let mut meta = rmcp::model::MetaObject::new();
+    meta.insert(
+        CALL_META_KEY.to_string(),
+        json!({
+            "error_kind": result.error_kind,
+            "duration_ms": (result.duration.as_secs_f64() * 1e6).round() / 1e3,
+            "fuel_used": result.fuel_used,
+        }),
+    );
+    mapped.meta = Some(meta);
+    mapped
+}
+
+/// A guest's log level as MCP's (`warn` is MCP's `warning`; `trace` has no
+/// MCP level and maps to `debug`).
+pub fn logging_level(level: LogLevel) -> LoggingLevel {
+    match level {
+        LogLevel::Trace | LogLevel::Debug => LoggingLevel::Debug,
+        LogLevel::Info => LoggingLevel::Info,
+        LogLevel::Warn => LoggingLevel::Warning,
+        LogLevel::Error => LoggingLevel::Error,
+    }
+}
+
+/// Whether a message at `level` passes a client's minimum `threshold`.
+pub fn passes(level: LoggingLevel, threshold: LoggingLevel) -> bool {
+    severity(level) >= severity(threshold)
+}
+
+fn severity(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+/// Progress values that only ever increase, as MCP requires, even when a
+/// guest repeats or lowers a fraction: each report is at least a millionth
+/// above the last. Fractions become `progress` out of a `total` of 1.
+#[derive(Debug, Default)]
+pub struct Progress {
+    last: Option<f64>,
+}
+
+impl Progress {
+    /// The `progress` value for a report of `fraction` (the last plus a
+    /// step when the guest gives none).
+    pub fn next(&mut self, fraction: Option<f32>) -> f64 {
+        let floor = self.last.map_or(0.0, |last| last + 1e-6);
+        let value = fraction.map_or(floor, |f| f64::from(f).max(floor));
+        self.last = Some(value);
+        value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Descriptor, ErrorKind, Hints, Logs, Source};
+    use std::time::Duration;
+
+    fn info(output_schema: Option<Value>, hints: Hints) -> ToolInfo {
+        ToolInfo {
+            descriptor: Descriptor {
+                name: "echo".into(),
+                title: Some("Echo".into()),
+                description: "Repeats.".into(),
+                input_schema: json!({ "type": "object" }),
+                output_schema,
+                hints,
+            },
+            component: "echo".into(),
+            source: Source::Bytes,
+            component_hash: String::new(),
+            grants_hash: String::new(),
+        }
+    }
+
+    fn result(is_error: bool, details: Option<Value>) -> CallResult {
+        CallResult {
+            tool: "echo".into(),
+            call_id: "1".into(),
+            is_error,
+            error_kind: is_error.then_some(ErrorKind::Timeout),
+            output: "out".into(),
+            details,
+            duration: Duration::from_micros(1500),
+            fuel_used: 42,
+            logs: Logs::default(),
+        }
+    }
+
+    #[test]
+    fn every_hint_is_explicit() {
+        let hints = Hints {
+            read_only: true,
+            ..Hints::default()
+        };
+        let tool = serde_json::to_value(tool(&info(None, hints))).unwrap();
+        assert_eq!(
+            tool["annotations"],
+            json!({
+                "title": "Echo",
+                "readOnlyHint": true,
+                "destructiveHint": false,
+                "idempotentHint": false,
+                "openWorldHint": false
+            })
+        );
+        assert_eq!(tool["inputSchema"], json!({ "type": "object" }));
+        assert!(tool.get("outputSchema").is_none());
+    }
+
+    #[test]
+    fn success_with_an_output_schema_has_structured_content() {
+        let mapped = call_result(&result(false, Some(json!({ "length": 3 }))), true);
+        let mapped = serde_json::to_value(mapped).unwrap();
+        assert_eq!(mapped["structuredContent"], json!({ "length": 3 }));
+        assert_eq!(mapped["content"][0]["text"], "out");
+        assert_eq!(mapped["content"][1]["text"], r#"{"length":3}"#);
+        assert_eq!(mapped["isError"], false);
+        assert_eq!(
+            mapped["_meta"][CALL_META_KEY],
+            json!({ "error_kind": null, "duration_ms": 1.5, "fuel_used": 42 })
+        );
+    }
+
+    #[test]
+    fn errors_carry_no_structured_content() {
+        let mapped = call_result(&result(true, Some(json!({ "length": 3 }))), true);
+        let mapped = serde_json::to_value(mapped).unwrap();
+        assert!(mapped.get("structuredContent").is_none());
+        assert_eq!(mapped["isError"], true);
+        assert_eq!(mapped["content"].as_array().unwrap().len(), 1);
+        assert_eq!(mapped["_meta"][CALL_META_KEY]["error_kind"], "timeout");
+    }
+
+    #[test]
+    fn details_without_an_output_schema_stay_out() {
+        let mapped = call_result(&result(false, Some(json!({ "n": 1 }))), false);
+        assert!(mapped.structured_content.is_none());
+        assert_eq!(mapped.content.len(), 1);
+    }
+
+    #[test]
+    fn progress_only_increases() {
+        let mut progress = Progress::default();
+        let values: Vec<f64> = [Some(0.5), Some(0.5), Some(0.2), None, Some(0.9)]
+            .into_iter()
+            .map(|f| progress.next(f))
+            .collect();
+        assert!(values.windows(2).all(|w| w[1] > w[0]), "{values:?}");
+        assert_eq!(values[0], 0.5);
+        assert!((values[4] - 0.9).abs() < 1e-6);
+    }
+
+    #[test]
+    fn log_levels() {
+        assert_eq!(logging_level(LogLevel::Warn), LoggingLevel::Warning);
+        assert!(passes(LoggingLevel::Error, LoggingLevel::Warning));
+        assert!(!passes(LoggingLevel::Info, LoggingLevel::Warning));
+    }
+}

@@ -1,0 +1,358 @@
+//! The MCP server: the registry's tools over the Model Context Protocol, on
+//! stdio or Streamable HTTP, through the official Rust SDK (`rmcp`).
+//!
+//! A thin frontend: `tools/list` maps the registry's descriptors, and every
+//! `tools/call` goes through the same [`Runner`] as the CLI's batches (lookup,
+//! argument validation, the operator's permission rules, then the sandbox).
+//! MCP types stay in this module.
+//!
+//! Threat model: a client is a model's agent, so everything it sends is
+//! untrusted: an unknown tool is a protocol error listing nothing secret, bad
+//! arguments and breached limits are `isError` results a model can act on,
+//! and a cancelled request stops its guest within milliseconds. Over HTTP,
+//! see [`http`] for who may reach the server at all.
+//!
+//! ```no_run
+//! # async fn demo(registry: toolcage::Registry) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use toolcage::agent::Permissions;
+//! use toolcage::mcp::McpServer;
+//!
+//! let server = McpServer::new(Arc::new(registry)).permissions(Permissions::allow_all());
+//! server.serve_stdio().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+// MCP logging is deprecated by the 2026-07-28 revision (SEP-2577), but it is
+// how clients of every revision still receive a tool's log lines.
+#![allow(deprecated)]
+
+pub mod http;
+mod mapping;
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio_util::sync::CancellationToken;
+
+pub use mapping::CALL_META_KEY;
+
+use crate::agent::{AgentEvent, Permissions, Runner, ToolCall};
+use crate::{Arguments, CancelToken, Registry};
+
+/// The log level sent to a client that has not asked for one.
+const DEFAULT_LOG_LEVEL: LoggingLevel = LoggingLevel::Warning;
+
+/// Serves a registry's tools over MCP. Cloning shares the registry and the
+/// rules; each clone keeps its own client's log level, so make one per
+/// connection (the HTTP transport does).
+///
+/// By default every call is denied ([`Permissions::deny_all`]), like a
+/// [`Runner`] built in code: give the operator's rules with
+/// [`permissions`](Self::permissions). Tools whose rule is `ask` are refused
+/// with a message saying no one could be asked.
+#[derive(Clone)]
+pub struct McpServer {
+    registry: Arc<Registry>,
+    runner: Runner,
+    /// The calls running, over every connection.
+    in_flight: InFlight,
+    /// The minimum level the client asked for with `logging/setLevel`.
+    log_level: Arc<Mutex<Option<LoggingLevel>>>,
+}
+
+impl McpServer {
+    /// A server of `registry`'s tools that denies every call until given
+    /// permission rules.
+    pub fn new(registry: Arc<Registry>) -> Self {
+        McpServer {
+            runner: Runner::new(registry.clone()).permissions(Permissions::deny_all()),
+            registry,
+            in_flight: InFlight::default(),
+            log_level: Arc::default(),
+        }
+    }
+
+    /// The operator's permission rules. Default: deny every call.
+    pub fn permissions(mut self, permissions: Permissions) -> Self {
+        self.runner = self.runner.permissions(permissions);
+        self
+    }
+
+    /// A copy for another connection: the same tools and rules, its own log
+    /// level.
+    pub fn for_connection(&self) -> Self {
+        McpServer {
+            log_level: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// Serves one client on standard input and output until it closes its
+    /// end. Standard output carries MCP messages only.
+    pub async fn serve_stdio(self) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.serve_stdio_until(CancellationToken::new()).await
+    }
+
+    /// Serves one client on standard input and output until it closes its
+    /// end or `shutdown` is cancelled. Either way the calls in flight finish
+    /// (within their limits) and their results are sent before it returns.
+    pub async fn serve_stdio_until(
+        self,
+        shutdown: CancellationToken,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let in_flight = self.in_flight.clone();
+        // The end of stdin reaches rmcp only once no call is running, so
+        // that it does not cut the last results short.
+        let input = DrainingInput {
+            inner: tokio::io::stdin(),
+            in_flight: in_flight.clone(),
+        };
+        let running = self.serve((input, tokio::io::stdout())).await?;
+        let stop = running.cancellation_token();
+        let waiting = running.waiting();
+        tokio::pin!(waiting);
+        tokio::select! {
+            quit = &mut waiting => { quit?; }
+            () = shutdown.cancelled() => {
+                in_flight.idle().await;
+                stop.cancel();
+                waiting.await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves once no call is running.
+    pub(crate) async fn idle(&self) {
+        self.in_flight.idle().await;
+    }
+
+    /// The minimum level of guest log lines this request's client wants:
+    /// per request on 2026-07-28, else what it set, else warnings.
+    fn log_threshold(&self, context: &RequestContext<RoleServer>) -> LoggingLevel {
+        context.meta.log_level().unwrap_or_else(|| {
+            self.log_level
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or(DEFAULT_LOG_LEVEL)
+        })
+    }
+
+    fn unknown_tool(&self, name: &str) -> McpError {
+        let available: Vec<&str> = self
+            .registry
+            .tools()
+            .map(|t| t.descriptor.name.as_str())
+            .collect();
+        McpError::invalid_params(
+            format!(
+                "There is no tool named `{name}`. Available tools: {}.",
+                available.join(", ")
+            ),
+            Some(json!({ "tool": name })),
+        )
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_logging()
+            .build();
+        let mut info = ServerConfig::new(capabilities);
+        info.server_info = Implementation::new("toolcage", env!("CARGO_PKG_VERSION"));
+        info.instructions = Some(
+            "Each tool runs in a WebAssembly sandbox with limits on fuel, time, memory and output, seeing only the directories the operator mounted. Error results say what to fix.".into(),
+        );
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(
+            self.registry.tools().map(mapping::tool).collect(),
+        ))
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
+        Ok(())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        let Some(info) = self.registry.tool(&name) else {
+            return Err(self.unknown_tool(&name));
+        };
+        let has_output_schema = info.descriptor.output_schema.is_some();
+        let _running = self.in_flight.start();
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let call = ToolCall::new(
+            context.id.to_string(),
+            name.clone(),
+            Arguments::Value(arguments),
+        );
+
+        // Guest events reach the client in order, and none after the result:
+        // the forwarder ends when the runner (holding the sender) is dropped.
+        let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
+        let cancel = CancelToken::new();
+        let runner = self
+            .runner
+            .clone()
+            .cancel_token(cancel.clone())
+            .on_event(move |event| {
+                events.send(event).ok();
+            });
+        let (peer, ct) = (context.peer.clone(), context.ct.clone());
+        let progress_token = context.meta.get_progress_token();
+        let threshold = self.log_threshold(&context);
+        let run = async move {
+            let results = {
+                let run = runner.run([call]);
+                tokio::pin!(run);
+                tokio::select! {
+                    results = &mut run => results,
+                    () = ct.cancelled() => {
+                        cancel.cancel();
+                        run.await
+                    }
+                }
+            };
+            drop(runner);
+            results
+        };
+        let forward = async move {
+            let mut progress = mapping::Progress::default();
+            while let Some(event) = received.recv().await {
+                match event {
+                    AgentEvent::ToolProgress {
+                        message, fraction, ..
+                    } => {
+                        let Some(token) = &progress_token else {
+                            continue;
+                        };
+                        let mut param =
+                            ProgressNotificationParam::new(token.clone(), progress.next(fraction));
+                        param.message = Some(message);
+                        param.total = fraction.map(|_| 1.0);
+                        peer.notify_progress(param).await.ok();
+                    }
+                    AgentEvent::ToolLog {
+                        level,
+                        message,
+                        tool,
+                        ..
+                    } => {
+                        let level = mapping::logging_level(level);
+                        if mapping::passes(level, threshold) {
+                            let mut param =
+                                LoggingMessageNotificationParam::new(level, json!(message));
+                            param.logger = Some(tool);
+                            peer.notify_logging_message(param).await.ok();
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        };
+        let (results, ()) = tokio::join!(run, forward);
+        let result = results
+            .into_iter()
+            .next()
+            .ok_or_else(|| McpError::internal_error("the call produced no result", None))?;
+        Ok(mapping::call_result(&result, has_output_schema).into())
+    }
+}
+
+/// Counts the calls running, and wakes whoever waits for none.
+#[derive(Clone, Default)]
+struct InFlight {
+    state: Arc<Mutex<(usize, Vec<Waker>)>>,
+}
+
+/// One running call; dropping it ends it.
+struct Running(InFlight);
+
+impl InFlight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, Vec<Waker>)> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn start(&self) -> Running {
+        self.lock().0 += 1;
+        Running(self.clone())
+    }
+
+    /// Ready when no call runs; otherwise registers `waker`.
+    fn poll_idle(&self, waker: &Waker) -> Poll<()> {
+        let mut state = self.lock();
+        if state.0 == 0 {
+            return Poll::Ready(());
+        }
+        state.1.push(waker.clone());
+        Poll::Pending
+    }
+
+    async fn idle(&self) {
+        std::future::poll_fn(|cx| self.poll_idle(cx.waker())).await;
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        state.0 -= 1;
+        if state.0 == 0 {
+            state.1.drain(..).for_each(Waker::wake);
+        }
+    }
+}
+
+/// Standard input whose end is held back while calls are running.
+struct DrainingInput<R> {
+    inner: R,
+    in_flight: InFlight,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for DrainingInput<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) if buf.filled().len() == before => {
+                // The end of input: report it once no call is running.
+                self.in_flight.poll_idle(cx.waker()).map(Ok)
+            }
+            other => other,
+        }
+    }
+}
