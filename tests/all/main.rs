@@ -5,6 +5,7 @@ mod agent;
 mod calls;
 mod capabilities;
 mod cli;
+mod clients;
 mod limits;
 mod loading;
 mod pool;

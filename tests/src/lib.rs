@@ -81,3 +81,57 @@ pub fn toolcage() -> Command {
     command.env_remove("RUST_LOG");
     command
 }
+
+/// The Python interpreter of `target/clients-venv`, where the real client
+/// SDKs of `tests/clients/requirements.txt` are installed: created and
+/// installed on first use (as the build installs the wasm target), and
+/// reinstalled when the requirements change.
+pub fn clients_python() -> PathBuf {
+    static PYTHON: LazyLock<PathBuf> = LazyLock::new(|| {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let requirements = manifest.join("clients/requirements.txt");
+        let wanted =
+            std::fs::read_to_string(&requirements).expect("tests/clients/requirements.txt");
+        let venv = TOOLCAGE_BIN
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>")
+            .join("clients-venv");
+        let python = venv.join("bin/python");
+        let stamp = venv.join("requirements.txt");
+        if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+            return python;
+        }
+        let how = format!(
+            "python3 -m venv {venv} && {venv}/bin/pip install -r {requirements}",
+            venv = venv.display(),
+            requirements = requirements.display()
+        );
+        let run = |command: &mut Command| {
+            let status = command.status();
+            assert!(
+                status.as_ref().is_ok_and(|s| s.success()),
+                "installing the client SDKs failed ({status:?}); run: {how}"
+            );
+        };
+        run(Command::new("python3").arg("-m").arg("venv").arg(&venv));
+        run(Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "-r",
+            ])
+            .arg(&requirements));
+        std::fs::write(&stamp, wanted).expect("write the venv's stamp");
+        python
+    });
+    PYTHON.clone()
+}
+
+/// The path of the `toolcage` binary, built once per test run.
+pub fn toolcage_bin() -> &'static Path {
+    &TOOLCAGE_BIN
+}

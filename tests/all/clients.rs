@@ -1,0 +1,44 @@
+//! toolcage driven by real clients: the official MCP Python SDK against
+//! `toolcage serve`, over stdio and Streamable HTTP, on 2026-07-28 and the
+//! older revisions (`tests/clients/`, run with pytest in the venv that
+//! `clients_python` installs).
+
+use std::process::Command;
+
+use toolcage_tests::{clients_python, guests, toolcage_bin};
+
+#[test]
+fn mcp_python_sdk() {
+    let tools = tempfile::tempdir().unwrap();
+    std::fs::copy(guests::FIXTURE_ECHO, tools.path().join("echo.wasm")).unwrap();
+    std::fs::copy(
+        guests::FIXTURE_MISBEHAVE,
+        tools.path().join("misbehave.wasm"),
+    )
+    .unwrap();
+    let output = Command::new(clients_python())
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "test_mcp.py",
+        ])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/clients"))
+        .env("TOOLCAGE_BIN", toolcage_bin())
+        .env("TOOLCAGE_TOOLS", tools.path())
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("pytest runs");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success(),
+        "the MCP client tests failed:\n{report}"
+    );
+    assert!(report.contains(" passed"), "no client test ran:\n{report}");
+}

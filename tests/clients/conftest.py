@@ -1,0 +1,108 @@
+"""Starts `toolcage serve` for the MCP client tests, over stdio or Streamable HTTP.
+
+The Rust test `clients::mcp_python_sdk` runs these with:
+- TOOLCAGE_BIN: the toolcage binary;
+- TOOLCAGE_TOOLS: a directory holding the `echo` and `misbehave` fixtures.
+"""
+
+import os
+import re
+import subprocess
+import tempfile
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+BIN = os.environ["TOOLCAGE_BIN"]
+TOOLS = os.environ["TOOLCAGE_TOOLS"]
+TOKEN = "test-token-7f3a"
+
+# Calls to `counter` are denied; every other call is allowed.
+CONFIG = """
+[permissions]
+default = "allow"
+counter = "deny"
+"""
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def config_file():
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "toolcage.toml"
+        path.write_text(CONFIG)
+        yield str(path)
+
+
+def server_args(config_file):
+    return [
+        "--no-bundled",
+        "--tools", TOOLS,
+        "--config", config_file,
+        "--fuel", "50000000",
+        "--timeout-ms", "5000",
+        "serve",
+    ]
+
+
+@pytest.fixture(scope="session")
+def http_server(config_file):
+    """One `toolcage serve --http` for the session, on a free loopback port."""
+    env = dict(os.environ, TOOLCAGE_TOKEN=TOKEN)
+    process = subprocess.Popen(
+        [BIN, *server_args(config_file), "--http", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    url = None
+    for line in process.stderr:
+        match = re.search(r"serving MCP at (http://\S+)", line)
+        if match:
+            url = match.group(1)
+            break
+    assert url, "toolcage serve --http did not start"
+    yield url
+    process.terminate()
+    assert process.wait(timeout=30) == 0, "toolcage serve did not stop cleanly"
+
+
+@pytest.fixture(params=["stdio", "http"])
+def transport(request):
+    return request.param
+
+
+@pytest.fixture(params=["legacy", "2026-07-28"])
+def mode(request):
+    """The protocol: the initialize handshake of the older revisions, or 2026-07-28."""
+    return request.param
+
+
+@pytest.fixture
+def connect(transport, mode, config_file, request):
+    """`connect(**client_options)`: an async context manager giving a connected Client."""
+
+    @asynccontextmanager
+    async def open_client(**options):
+        if transport == "stdio":
+            server = StdioServerParameters(command=BIN, args=server_args(config_file))
+            async with Client(server, mode=mode, **options) as client:
+                yield client
+        else:
+            url = request.getfixturevalue("http_server")
+            headers = {"Authorization": f"Bearer {TOKEN}"}
+            async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+                async with Client(
+                    streamable_http_client(url, http_client=http), mode=mode, **options
+                ) as client:
+                    yield client
+
+    return open_client

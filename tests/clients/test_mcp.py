@@ -1,0 +1,175 @@
+"""toolcage's MCP server, driven by the official MCP Python SDK over stdio and
+Streamable HTTP, on 2026-07-28 and on the older handshake revisions."""
+
+import time
+
+import anyio
+import httpx2
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from conftest import TOKEN
+
+pytestmark = pytest.mark.anyio
+
+META = "dev.toolcage/call"
+
+
+async def test_lists_tools_with_every_hint_explicit(connect, mode):
+    async with connect() as client:
+        version = client.session.protocol_version
+        if mode == "legacy":
+            assert version in ("2025-11-25", "2025-06-18"), version
+        else:
+            assert version == "2026-07-28"
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert {"echo", "counter", "misbehave"} <= tools.keys()
+        echo = tools["echo"]
+        assert echo.title == "Echo"
+        assert echo.output_schema["required"] == ["length"]
+        hints = echo.annotations
+        # Present and false, not absent (which MCP reads as true).
+        assert (hints.read_only_hint, hints.destructive_hint) == (True, False)
+        assert (hints.idempotent_hint, hints.open_world_hint) == (True, False)
+
+
+async def test_a_good_call_has_structured_content(connect):
+    async with connect() as client:
+        # The SDK checks structuredContent against the listed outputSchema.
+        result = await client.call_tool("echo", {"text": "hi", "repeat": 2})
+        assert not result.is_error
+        assert result.content[0].text == "hihi"
+        assert result.structured_content == {"length": 4}
+        meta = result.meta[META]
+        assert meta["error_kind"] is None
+        assert meta["fuel_used"] > 0 and meta["duration_ms"] >= 0
+
+
+async def test_invalid_arguments_are_an_error_result_naming_the_paths(connect):
+    async with connect() as client:
+        result = await client.call_tool("echo", {"repeat": 99})
+        assert result.is_error
+        assert result.structured_content is None
+        text = result.content[0].text
+        assert "text" in text and "/repeat" in text, text
+        assert result.meta[META]["error_kind"] == "invalid_arguments"
+
+
+async def test_an_unknown_tool_is_a_protocol_error(connect):
+    async with connect() as client:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("no_such_tool", {})
+        assert raised.value.code == -32602
+        assert "Available tools" in raised.value.error.message
+
+
+async def test_a_breached_limit_is_an_error_result_with_its_kind(connect):
+    async with connect() as client:
+        result = await client.call_tool("misbehave", {"mode": "loop"})
+        assert result.is_error
+        assert result.meta[META]["error_kind"] == "out_of_fuel"
+        assert "ran out of fuel" in result.content[0].text
+
+
+async def test_a_denied_tool_says_the_operator_denied_it(connect):
+    async with connect() as client:
+        result = await client.call_tool("counter", {})
+        assert result.is_error
+        assert result.meta[META]["error_kind"] == "permission_denied"
+        assert "does not allow" in result.content[0].text
+
+
+async def test_progress_arrives_in_order_before_the_result(connect):
+    reports = []
+
+    async def on_progress(progress, total, message):
+        reports.append((progress, total, message))
+
+    async with connect() as client:
+        result = await client.call_tool(
+            "echo", {"text": "x", "sleep_ms": 20}, progress_callback=on_progress
+        )
+        assert not result.is_error
+        assert reports == [(0.5, 1.0, "sleeping")]
+
+
+async def test_logs_arrive_at_the_level_asked_for(connect, mode):
+    received = []
+
+    async def on_log(params):
+        received.append((params.level, params.data))
+
+    options = {"logging_callback": on_log}
+    if mode != "legacy":
+        options["log_level"] = "info"
+    async with connect(**options) as client:
+        if mode == "legacy":
+            await client.set_logging_level("info")
+        await client.call_tool("echo", {"text": "abc"})
+        assert ("info", "echoing 3 bytes") in received
+        received.clear()
+        if mode == "legacy":
+            await client.set_logging_level("error")
+            await client.call_tool("echo", {"text": "abc"})
+            assert received == []
+
+
+async def test_cancelling_stops_the_tool_and_the_server_keeps_serving(connect):
+    async with connect() as client:
+        started = time.monotonic()
+        with anyio.move_on_after(0.3):
+            # Sleeps until its 5 s timeout unless cancelled.
+            await client.call_tool("misbehave", {"mode": "sleep"})
+        assert time.monotonic() - started < 2
+        result = await client.call_tool("echo", {"text": "still here"})
+        assert result.content[0].text == "still here"
+
+
+async def test_ten_slow_calls_run_concurrently(connect):
+    async with connect() as client:
+        results = []
+
+        async def call(i):
+            result = await client.call_tool("echo", {"text": str(i), "sleep_ms": 300})
+            results.append(result.content[0].text)
+
+        started = time.monotonic()
+        async with anyio.create_task_group() as group:
+            for i in range(10):
+                group.start_soon(call, i)
+        elapsed = time.monotonic() - started
+        assert sorted(results, key=int) == [str(i) for i in range(10)]
+        assert elapsed < 1.5, f"10 calls of 300 ms took {elapsed:.2f} s"
+
+
+async def test_http_requires_the_token_and_refuses_foreign_origins(http_server, anyio_backend):
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    authorized = {**accept, "Authorization": f"Bearer {TOKEN}"}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        for method in ("POST", "GET", "DELETE"):
+            response = await http.request(method, http_server, json=initialize if method == "POST" else None, headers=accept)
+            assert response.status_code == 401, (method, response.status_code)
+        wrong = {**accept, "Authorization": "Bearer wrong"}
+        assert (await http.post(http_server, json=initialize, headers=wrong)).status_code == 401
+        foreign = {**authorized, "Origin": "http://evil.example"}
+        assert (await http.post(http_server, json=initialize, headers=foreign)).status_code == 403
+        own = http_server.rsplit("/mcp", 1)[0]
+        response = await http.post(http_server, json=initialize, headers={**authorized, "Origin": own})
+        assert response.status_code == 200
+        response = await http.post(http_server, json=initialize, headers=authorized)
+        assert response.status_code == 200
+        too_big = {**initialize, "padding": "x" * (5 << 20)}
+        response = await http.post(http_server, json=too_big, headers=authorized)
+        assert response.status_code == 413
+        health = await http.get(http_server.replace("/mcp", "/healthz"))
+        assert health.status_code == 200
