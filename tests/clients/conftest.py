@@ -21,11 +21,13 @@ BIN = os.environ["TOOLCAGE_BIN"]
 TOOLS = os.environ["TOOLCAGE_TOOLS"]
 TOKEN = "test-token-7f3a"
 
-# Calls to `counter` are denied; every other call is allowed.
+# Calls to `counter` are denied, calls to `fail` need the user's approval,
+# every other call is allowed.
 CONFIG = """
 [permissions]
 default = "allow"
 counter = "deny"
+fail = "ask"
 """
 
 

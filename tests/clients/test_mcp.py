@@ -5,6 +5,7 @@ import time
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -77,6 +78,44 @@ async def test_a_denied_tool_says_the_operator_denied_it(connect):
         assert result.is_error
         assert result.meta[META]["error_kind"] == "permission_denied"
         assert "does not allow" in result.content[0].text
+
+
+def answering(approve):
+    """An elicitation callback that records the question and answers it."""
+    asked = []
+
+    async def answer(context, params):
+        asked.append(params.message)
+        if approve is None:
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content={"approve": approve})
+
+    return answer, asked
+
+
+@pytest.mark.parametrize("approve", [True, False, None])
+async def test_ask_puts_the_call_to_the_user(connect, approve):
+    answer, asked = answering(approve)
+    async with connect(elicitation_callback=answer) as client:
+        result = await client.call_tool("fail", {"why": "testing"})
+        assert len(asked) == 1
+        assert "`fail`" in asked[0] and '"why": "testing"' in asked[0], asked[0]
+        assert result.is_error
+        if approve:
+            # It ran: the tool's own failure.
+            assert result.meta[META]["error_kind"] == "tool_error"
+            assert "The thing is missing" in result.content[0].text
+        else:
+            assert result.meta[META]["error_kind"] == "permission_denied"
+            assert "declined" in result.content[0].text
+
+
+async def test_ask_without_elicitation_is_a_denial_saying_why(connect):
+    async with connect() as client:
+        result = await client.call_tool("fail", {})
+        assert result.is_error
+        assert result.meta[META]["error_kind"] == "permission_denied"
+        assert "approval" in result.content[0].text
 
 
 async def test_progress_arrives_in_order_before_the_result(connect):

@@ -28,6 +28,7 @@
 // how clients of every revision still receive a tool's log lines.
 #![allow(deprecated)]
 
+mod approval;
 pub mod http;
 mod mapping;
 
@@ -48,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use mapping::CALL_META_KEY;
 
-use crate::agent::{AgentEvent, Permissions, Runner, ToolCall};
+use crate::agent::{AgentEvent, Approver, Permission, Permissions, Runner, ToolCall};
 use crate::{Arguments, CancelToken, Registry};
 
 /// The log level sent to a client that has not asked for one.
@@ -60,12 +61,16 @@ const DEFAULT_LOG_LEVEL: LoggingLevel = LoggingLevel::Warning;
 ///
 /// By default every call is denied ([`Permissions::deny_all`]), like a
 /// [`Runner`] built in code: give the operator's rules with
-/// [`permissions`](Self::permissions). Tools whose rule is `ask` are refused
-/// with a message saying no one could be asked.
+/// [`permissions`](Self::permissions). A call whose rule is `ask` is put to
+/// the user through the client: on 2026-07-28 as an input-required result
+/// the client answers by calling again, on older revisions as an
+/// `elicitation/create` request. A client without elicitation gets a
+/// denial saying why.
 #[derive(Clone)]
 pub struct McpServer {
     registry: Arc<Registry>,
     runner: Runner,
+    permissions: Permissions,
     /// The calls running, over every connection.
     in_flight: InFlight,
     /// The minimum level the client asked for with `logging/setLevel`.
@@ -78,6 +83,7 @@ impl McpServer {
     pub fn new(registry: Arc<Registry>) -> Self {
         McpServer {
             runner: Runner::new(registry.clone()).permissions(Permissions::deny_all()),
+            permissions: Permissions::deny_all(),
             registry,
             in_flight: InFlight::default(),
             log_level: Arc::default(),
@@ -86,7 +92,8 @@ impl McpServer {
 
     /// The operator's permission rules. Default: deny every call.
     pub fn permissions(mut self, permissions: Permissions) -> Self {
-        self.runner = self.runner.permissions(permissions);
+        self.runner = self.runner.permissions(permissions.clone());
+        self.permissions = permissions;
         self
     }
 
@@ -211,7 +218,14 @@ impl ServerHandler for McpServer {
         };
         let has_output_schema = info.descriptor.output_schema.is_some();
         let _running = self.in_flight.start();
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let approver = match self.permissions.permission_for(&name) {
+            Permission::Ask => match approval::approver(&request, &context, &arguments) {
+                Ok(approver) => approver,
+                Err(input_required) => return Ok(input_required.into()),
+            },
+            _ => None,
+        };
         let call = ToolCall::new(
             context.id.to_string(),
             name.clone(),
@@ -222,13 +236,17 @@ impl ServerHandler for McpServer {
         // the forwarder ends when the runner (holding the sender) is dropped.
         let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
         let cancel = CancelToken::new();
-        let runner = self
-            .runner
-            .clone()
-            .cancel_token(cancel.clone())
-            .on_event(move |event| {
-                events.send(event).ok();
+        let mut runner = self.runner.clone();
+        if let Some(approver) = approver {
+            let approver: Arc<dyn Approver> = approver.into();
+            runner = runner.approver(move |request| {
+                let approver = approver.clone();
+                async move { approver.approve(request).await }
             });
+        }
+        let runner = runner.cancel_token(cancel.clone()).on_event(move |event| {
+            events.send(event).ok();
+        });
         let (peer, ct) = (context.peer.clone(), context.ct.clone());
         let progress_token = context.meta.get_progress_token();
         let threshold = self.log_threshold(&context);
