@@ -1,6 +1,7 @@
 //! toolcage driven by real clients: the official MCP Python SDK against
 //! `toolcage serve`, over stdio and Streamable HTTP, on 2026-07-28 and the
-//! older revisions (`tests/clients/`, run with pytest in the venv that
+//! older revisions, and its life cycle: graceful shutdown and stateless
+//! replicas (`tests/clients/`, run with pytest in the venv that
 //! `clients_python` installs).
 
 use std::process::Command;

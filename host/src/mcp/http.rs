@@ -24,7 +24,13 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use super::McpServer;
+use futures::StreamExt;
+
+use super::{InFlight, McpServer};
+
+/// How long, once no call is running, the last results have to be sent
+/// before the streams are closed at shutdown.
+const RESULTS_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The default cap on a request body: 4 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
@@ -81,6 +87,18 @@ impl McpServer {
         options: &HttpOptions,
         shutdown: CancellationToken,
     ) -> Router {
+        self.router_counting(addr, options, shutdown, InFlight::default())
+    }
+
+    /// [`Self::router`], counting in `posts` the POSTs whose responses are
+    /// still being sent.
+    fn router_counting(
+        &self,
+        addr: SocketAddr,
+        options: &HttpOptions,
+        shutdown: CancellationToken,
+        posts: InFlight,
+    ) -> Router {
         let port = addr.port();
         let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
         hosts.push(addr.ip().to_string());
@@ -106,6 +124,7 @@ impl McpServer {
         let token: Arc<Option<String>> = Arc::new(options.token.clone());
         let mcp = Router::new()
             .route_service("/mcp", service)
+            .layer(axum::middleware::from_fn_with_state(posts, count_posts))
             .layer(axum::middleware::from_fn_with_state(token, require_token));
         Router::new()
             .route("/healthz", axum::routing::get(|| async { "ok\n" }))
@@ -126,18 +145,38 @@ impl McpServer {
         // event streams (which would keep connections open for ever) end
         // once the calls in flight have answered.
         let streams = CancellationToken::new();
-        let app = self.router(addr, options, streams.clone());
-        let (server, stopping) = (self.clone(), shutdown.clone());
-        let drain = streams.clone();
+        let posts = InFlight::default();
+        let app = self.router_counting(addr, options, streams.clone(), posts.clone());
+        let (server, stopping, drain) = (self.clone(), shutdown.clone(), streams.clone());
         tokio::spawn(async move {
             stopping.cancelled().await;
-            server.idle().await;
+            server.in_flight.idle().await;
+            // A call's POST response ends with its result; give those a
+            // moment to be sent. (A 2026-07-28 `subscriptions/listen` POST
+            // never ends on its own: cancelling the streams ends it.)
+            tokio::time::timeout(RESULTS_GRACE, posts.idle()).await.ok();
             drain.cancel();
         });
         axum::serve(listener, app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
             .await
     }
+}
+
+/// Counts a POST until its response body has been sent (or dropped): the
+/// response of a call streams its notifications and ends with its result.
+async fn count_posts(State(posts): State<InFlight>, request: Request, next: Next) -> Response {
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let running = posts.start();
+    let response = next.run(request).await;
+    let (parts, body) = response.into_parts();
+    let body = body.into_data_stream().map(move |chunk| {
+        let _running = &running;
+        chunk
+    });
+    Response::from_parts(parts, axum::body::Body::from_stream(body))
 }
 
 /// Refuses a request to `/mcp` without the operator's bearer token.

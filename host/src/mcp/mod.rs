@@ -141,11 +141,6 @@ impl McpServer {
         Ok(())
     }
 
-    /// Resolves once no call is running.
-    pub(crate) async fn idle(&self) {
-        self.in_flight.idle().await;
-    }
-
     /// The minimum level of guest log lines this request's client wants:
     /// per request on 2026-07-28, else what it set, else warnings.
     fn log_threshold(&self, context: &RequestContext<RoleServer>) -> LoggingLevel {
@@ -310,19 +305,19 @@ impl ServerHandler for McpServer {
 
 /// Counts the calls running, and wakes whoever waits for none.
 #[derive(Clone, Default)]
-struct InFlight {
+pub(crate) struct InFlight {
     state: Arc<Mutex<(usize, Vec<Waker>)>>,
 }
 
 /// One running call; dropping it ends it.
-struct Running(InFlight);
+pub(crate) struct Running(InFlight);
 
 impl InFlight {
     fn lock(&self) -> std::sync::MutexGuard<'_, (usize, Vec<Waker>)> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn start(&self) -> Running {
+    pub(crate) fn start(&self) -> Running {
         self.lock().0 += 1;
         Running(self.clone())
     }
@@ -337,7 +332,7 @@ impl InFlight {
         Poll::Pending
     }
 
-    async fn idle(&self) {
+    pub(crate) async fn idle(&self) {
         std::future::poll_fn(|cx| self.poll_idle(cx.waker())).await;
     }
 }

@@ -1,0 +1,147 @@
+"""`toolcage serve`'s life cycle, seen from outside: graceful shutdown on
+SIGTERM and at the end of stdin with calls in flight, and stateless replicas."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+
+from conftest import BIN, server_args
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def slow_call(id, ms=800):
+    return {
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": f"slow {id}", "sleep_ms": ms}},
+    }
+
+
+def start_stdio(config_file):
+    return subprocess.Popen(
+        [BIN, *server_args(config_file)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def responses(stdout):
+    return {m["id"]: m for m in map(json.loads, stdout.splitlines()) if "id" in m}
+
+
+def test_stdio_end_of_input_waits_for_calls_in_flight(config_file):
+    server = start_stdio(config_file)
+    lines = [INITIALIZE, INITIALIZED, slow_call(2)]
+    stdout, _ = server.communicate("".join(json.dumps(m) + "\n" for m in lines), timeout=30)
+    assert server.returncode == 0
+    result = responses(stdout)[2]["result"]
+    assert result["content"][0]["text"] == "slow 2"
+
+
+def test_stdio_sigterm_finishes_calls_in_flight(config_file):
+    server = start_stdio(config_file)
+    for message in [INITIALIZE, INITIALIZED, slow_call(2)]:
+        server.stdin.write(json.dumps(message) + "\n")
+    server.stdin.flush()
+    time.sleep(0.3)
+    server.send_signal(signal.SIGTERM)
+    stdout, _ = server.communicate(timeout=30)
+    assert server.returncode == 0
+    assert responses(stdout)[2]["result"]["content"][0]["text"] == "slow 2"
+
+
+def start_http(config_file, *flags):
+    server = subprocess.Popen(
+        [BIN, *server_args(config_file), "--http", "127.0.0.1:0", *flags],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in server.stderr:
+        match = re.search(r"serving MCP at (http://\S+)", line)
+        if match:
+            threading.Thread(target=server.stderr.read, daemon=True).start()
+            return server, match.group(1)
+    raise AssertionError("toolcage serve --http did not start")
+
+
+def post(url, message, session=None):
+    """POSTs one JSON-RPC message; returns (reply, session id)."""
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    if session:
+        headers["Mcp-Session-Id"] = session
+    request = urllib.request.Request(url, json.dumps(message).encode(), headers)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        body = response.read().decode()
+        session = response.headers.get("Mcp-Session-Id")
+    if body.lstrip().startswith("{"):
+        return json.loads(body), session
+    for line in body.splitlines():
+        if line.startswith("data:") and line[5:].strip():
+            data = json.loads(line[5:])
+            if "id" in data:
+                return data, session
+    return None, session
+
+
+def test_http_sigterm_finishes_calls_in_flight_with_a_stream_open(config_file):
+    server, url = start_http(config_file)
+    reply, session = post(url, INITIALIZE)
+    assert session, "a session-mode server gives a session id"
+    post(url, INITIALIZED, session)
+    # A client's standalone event stream, held open throughout.
+    stream = urllib.request.urlopen(
+        urllib.request.Request(
+            url,
+            headers={"Accept": "text/event-stream", "Mcp-Session-Id": session,
+                     "MCP-Protocol-Version": "2025-06-18"},
+        ),
+        timeout=30,
+    )
+    result = {}
+    call = threading.Thread(target=lambda: result.update(post(url, slow_call(2), session)[0]))
+    call.start()
+    time.sleep(0.3)
+    server.send_signal(signal.SIGTERM)
+    call.join(timeout=30)
+    assert result["result"]["content"][0]["text"] == "slow 2"
+    assert server.wait(timeout=30) == 0
+    stream.close()
+
+
+def test_stateless_replicas_serve_any_request(config_file):
+    first, first_url = start_http(config_file, "--stateless")
+    second, second_url = start_http(config_file, "--stateless")
+    try:
+        reply, session = post(first_url, INITIALIZE)
+        assert reply["result"]["serverInfo"]["name"] == "toolcage"
+        assert session is None, "a stateless server keeps no session"
+        call = {**slow_call(2, ms=1), "id": 2}
+        reply, _ = post(second_url, call)
+        assert reply["result"]["content"][0]["text"] == "slow 2"
+    finally:
+        for server in (first, second):
+            server.terminate()
+            assert server.wait(timeout=30) == 0
