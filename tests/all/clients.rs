@@ -18,14 +18,7 @@ fn mcp_python_sdk() {
     )
     .unwrap();
     let output = Command::new(clients_python())
-        .args([
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "test_mcp.py",
-        ])
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/clients"))
         .env("TOOLCAGE_BIN", toolcage_bin())
         .env("TOOLCAGE_TOOLS", tools.path())
