@@ -113,6 +113,9 @@ impl McpServer {
             .with_allowed_hosts(hosts)
             .with_allowed_origins(origins)
             .with_legacy_session_mode(!options.stateless)
+            // Without sessions, a call that sends no notification is
+            // answered as plain JSON rather than an event stream.
+            .with_json_response(options.stateless)
             .with_max_request_body_bytes(options.max_body_bytes)
             .with_cancellation_token(shutdown);
         let server = self.clone();

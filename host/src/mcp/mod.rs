@@ -122,11 +122,14 @@ impl McpServer {
         let in_flight = self.in_flight.clone();
         // The end of stdin reaches rmcp only once no call is running, so
         // that it does not cut the last results short.
+        // Pipes (as clients launch servers) are driven by the IO reactor
+        // rather than a blocking thread per read and write.
+        let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
         let input = DrainingInput {
-            inner: tokio::io::stdin(),
+            inner: stdin,
             in_flight: in_flight.clone(),
         };
-        let running = self.serve((input, tokio::io::stdout())).await?;
+        let running = self.serve((input, stdout)).await?;
         let stop = running.cancellation_token();
         let waiting = running.waiting();
         tokio::pin!(waiting);

@@ -1,0 +1,334 @@
+//! MCP's cost per call: `toolcage serve` (release build) over stdio with 1
+//! and with 8 requests in flight, and over Streamable HTTP (stateless,
+//! keep-alive) with 8 concurrent clients, beside the library's own
+//! `Registry::call` with 1 and 2 callers, in the same run, on the trivial
+//! `constant` tool. The clients are minimal JSON-RPC writers, so the figures
+//! are the server's.
+//!
+//! Run with `cargo bench -p toolcage-tests --bench mcp`.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use toolcage::Registry;
+use toolcage_tests::guests;
+
+const CALLS: usize = 4_000;
+const WARM_UP: usize = 300;
+
+fn main() {
+    let bin = release_binary();
+    let tools = tempfile::tempdir().expect("a temporary directory");
+    std::fs::copy(
+        guests::FIXTURE_LEFTOVERS,
+        tools.path().join("leftovers.wasm"),
+    )
+    .unwrap();
+    let args = [
+        "--no-bundled",
+        "--tools",
+        tools.path().to_str().unwrap(),
+        "serve",
+    ];
+
+    println!(
+        "{:<44} {:>9} {:>9} {:>11}",
+        "path", "p50 µs", "p99 µs", "calls/s"
+    );
+    let (library_one, _) = library(1);
+    let (library_two, two_per_second) = library(2);
+    report(
+        "library Registry::call, 1 caller",
+        &library_one.0,
+        library_one.1,
+    );
+    report(
+        "library Registry::call, 2 callers",
+        &library_two.0,
+        two_per_second,
+    );
+
+    let mut stdio = StdioClient::start(&bin, &args);
+    stdio.run(WARM_UP, 1);
+    let (one, one_per_second) = stdio.run(CALLS, 1);
+    report("MCP stdio, 1 in flight", &one, one_per_second);
+    let (eight, eight_per_second) = stdio.run(CALLS, 8);
+    report("MCP stdio, 8 in flight", &eight, eight_per_second);
+    stdio.stop();
+
+    let (http, per_second) = http_clients(&bin, &args, 8);
+    report("MCP HTTP, 8 keep-alive clients", &http, per_second);
+
+    let over = median(&one).saturating_sub(median(&library_one.0));
+    println!("\ntargets (issue 9), as ratios in this run:");
+    println!(
+        "  stdio p50 above the library's, 1 in flight: {:.1} µs (target <= 50)",
+        over.as_secs_f64() * 1e6
+    );
+    println!(
+        "  stdio calls/s with 8 in flight / library with 2 callers: {:.2} (target >= 0.5)",
+        eight_per_second / two_per_second
+    );
+}
+
+fn report(label: &str, latencies: &[Duration], per_second: f64) {
+    let mut sorted = latencies.to_vec();
+    sorted.sort();
+    println!(
+        "{label:<44} {:>9.1} {:>9.1} {:>11.0}",
+        sorted[sorted.len() / 2].as_secs_f64() * 1e6,
+        sorted[sorted.len() * 99 / 100].as_secs_f64() * 1e6,
+        per_second
+    );
+}
+
+fn median(latencies: &[Duration]) -> Duration {
+    let mut sorted = latencies.to_vec();
+    sorted.sort();
+    sorted[sorted.len() / 2]
+}
+
+/// `Registry::call` with `callers` concurrent callers.
+fn library(callers: usize) -> ((Vec<Duration>, f64), f64) {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    tokio.block_on(async {
+        let mut registry = Registry::builder().build().unwrap();
+        assert!(registry.load_file(guests::FIXTURE_LEFTOVERS).await.is_ok());
+        let registry = Arc::new(registry);
+        for _ in 0..WARM_UP {
+            registry.call("constant", "{}").await;
+        }
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..callers)
+            .map(|_| {
+                let registry = registry.clone();
+                tokio::spawn(async move {
+                    let mut latencies = Vec::new();
+                    for _ in 0..CALLS / callers {
+                        let began = Instant::now();
+                        let result = registry.call("constant", "{}").await;
+                        assert_eq!(result.output, "ok");
+                        latencies.push(began.elapsed());
+                    }
+                    latencies
+                })
+            })
+            .collect();
+        let mut latencies = Vec::new();
+        for task in tasks {
+            latencies.extend(task.await.unwrap());
+        }
+        let per_second = latencies.len() as f64 / started.elapsed().as_secs_f64();
+        ((latencies, per_second), per_second)
+    })
+}
+
+fn call(id: usize) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"constant","arguments":{{}}}}}}"#
+    )
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
+
+struct StdioClient {
+    child: Child,
+    input: std::process::ChildStdin,
+    output: BufReader<std::process::ChildStdout>,
+    next_id: usize,
+}
+
+impl StdioClient {
+    fn start(bin: &std::path::Path, args: &[&str]) -> Self {
+        let mut child = Command::new(bin)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("toolcage serve starts");
+        let input = child.stdin.take().unwrap();
+        let output = BufReader::new(child.stdout.take().unwrap());
+        let mut client = StdioClient {
+            child,
+            input,
+            output,
+            next_id: 1,
+        };
+        client.send(INITIALIZE);
+        client.receive();
+        client.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        client
+    }
+
+    fn send(&mut self, line: &str) {
+        self.input.write_all(line.as_bytes()).unwrap();
+        self.input.write_all(b"\n").unwrap();
+        self.input.flush().unwrap();
+    }
+
+    /// The id of the next response.
+    fn receive(&mut self) -> usize {
+        let mut line = String::new();
+        self.output.read_line(&mut line).unwrap();
+        let message: serde_json::Value = serde_json::from_str(&line).expect("a JSON-RPC message");
+        assert!(message.get("error").is_none(), "{message}");
+        message["id"].as_u64().expect("a response") as usize
+    }
+
+    /// `calls` calls, keeping `in_flight` outstanding.
+    fn run(&mut self, calls: usize, in_flight: usize) -> (Vec<Duration>, f64) {
+        let started = Instant::now();
+        let mut sent: HashMap<usize, Instant> = HashMap::new();
+        let mut latencies = Vec::with_capacity(calls);
+        let (mut issued, mut done) = (0, 0);
+        while done < calls {
+            while issued < calls && sent.len() < in_flight {
+                let id = self.next_id;
+                self.next_id += 1;
+                sent.insert(id, Instant::now());
+                self.send(&call(id));
+                issued += 1;
+            }
+            let id = self.receive();
+            latencies.push(sent.remove(&id).expect("a known id").elapsed());
+            done += 1;
+        }
+        let per_second = calls as f64 / started.elapsed().as_secs_f64();
+        (latencies, per_second)
+    }
+
+    fn stop(mut self) {
+        drop(self.input);
+        self.child.wait().unwrap();
+    }
+}
+
+/// `clients` threads, each with one keep-alive connection, calling in turn.
+fn http_clients(bin: &std::path::Path, args: &[&str], clients: usize) -> (Vec<Duration>, f64) {
+    let mut child = Command::new(bin)
+        .args(args)
+        .args(["--http", "127.0.0.1:0", "--stateless"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("toolcage serve --http starts");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let addr = loop {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "the server exited"
+        );
+        if let Some(rest) = line.trim().strip_prefix("toolcage: serving MCP at http://") {
+            break rest.trim_end_matches("/mcp").to_string();
+        }
+    };
+    let run = |calls: usize| {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            let mut connection = TcpStream::connect(&addr).unwrap();
+            connection.set_nodelay(true).unwrap();
+            let mut reader = BufReader::new(connection.try_clone().unwrap());
+            let mut latencies = Vec::with_capacity(calls);
+            for id in 0..calls {
+                let body = call(id + 1);
+                let began = Instant::now();
+                write!(
+                    connection,
+                    "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .unwrap();
+                let response = read_response(&mut reader);
+                assert!(response.contains("\"ok\""), "{response}");
+                latencies.push(began.elapsed());
+            }
+            latencies
+        })
+    };
+    for handle in (0..clients)
+        .map(|_| run(WARM_UP / clients))
+        .collect::<Vec<_>>()
+    {
+        handle.join().unwrap();
+    }
+    let started = Instant::now();
+    let handles: Vec<_> = (0..clients).map(|_| run(CALLS / clients)).collect();
+    let mut latencies = Vec::new();
+    for handle in handles {
+        latencies.extend(handle.join().unwrap());
+    }
+    let per_second = latencies.len() as f64 / started.elapsed().as_secs_f64();
+    child.kill().ok();
+    child.wait().ok();
+    (latencies, per_second)
+}
+
+/// One HTTP/1.1 response's body, `Content-Length` or chunked.
+fn read_response(reader: &mut BufReader<TcpStream>) -> String {
+    let mut length = None;
+    let mut chunked = false;
+    let mut status = String::new();
+    reader.read_line(&mut status).unwrap();
+    assert!(status.contains(" 200 "), "{status}");
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let line = line.trim_end().to_ascii_lowercase();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(value) = line.strip_prefix("content-length:") {
+            length = value.trim().parse::<usize>().ok();
+        }
+        chunked |= line == "transfer-encoding: chunked";
+    }
+    let mut body = Vec::new();
+    if let Some(length) = length {
+        body.resize(length, 0);
+        reader.read_exact(&mut body).unwrap();
+    } else if chunked {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size).unwrap();
+            let size = usize::from_str_radix(size.trim(), 16).unwrap();
+            let mut chunk = vec![0; size + 2];
+            reader.read_exact(&mut chunk).unwrap();
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    }
+    String::from_utf8(body).unwrap()
+}
+
+/// Builds the release `toolcage` binary once, beside this benchmark.
+fn release_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(|p| p.parent()).unwrap().to_path_buf();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "toolcage",
+            "--bin",
+            "toolcage",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "building the release toolcage failed");
+    profile_dir.join("toolcage")
+}
