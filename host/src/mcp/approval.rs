@@ -29,7 +29,7 @@ pub fn approver(
     request: &rmcp::model::CallToolRequestParams,
     context: &RequestContext<RoleServer>,
     arguments: &Value,
-) -> Result<Option<Box<dyn Approver>>, InputRequiredResult> {
+) -> Result<Option<Box<dyn Approver>>, Box<InputRequiredResult>> {
     let can_elicit = context
         .client_capabilities()
         .is_some_and(|capabilities| capabilities.elicitation.is_some());
@@ -58,7 +58,10 @@ pub fn approver(
             QUESTION.to_string(),
             InputRequest::Elicitation(ElicitRequest::new(question(&request.name, arguments))),
         );
-        return Err(InputRequiredResult::new(Some(questions), Some(binding)));
+        return Err(Box::new(InputRequiredResult::new(
+            Some(questions),
+            Some(binding),
+        )));
     };
     let approval = serde_json::from_value::<ElicitResult>(answer.clone())
         .map(|result| judge(&result))

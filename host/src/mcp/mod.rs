@@ -220,7 +220,7 @@ impl ServerHandler for McpServer {
         let approver = match self.permissions.permission_for(&name) {
             Permission::Ask => match approval::approver(&request, &context, &arguments) {
                 Ok(approver) => approver,
-                Err(input_required) => return Ok(input_required.into()),
+                Err(input_required) => return Ok((*input_required).into()),
             },
             _ => None,
         };
