@@ -21,6 +21,19 @@ BIN = os.environ["TOOLCAGE_BIN"]
 TOOLS = os.environ["TOOLCAGE_TOOLS"]
 TOKEN = "test-token-7f3a"
 
+# A raw `initialize` request, for the tests that speak HTTP or JSON-RPC
+# without the SDK.
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+
 # Calls to `counter` are denied, calls to `fail` need the user's approval,
 # every other call is allowed.
 CONFIG = """

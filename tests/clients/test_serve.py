@@ -10,18 +10,7 @@ import threading
 import time
 import urllib.request
 
-from conftest import BIN, server_args
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
+from conftest import BIN, INITIALIZE, server_args
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
