@@ -13,7 +13,7 @@
 //! see [`http`] for who may reach the server at all.
 //!
 //! ```no_run
-//! # async fn demo(registry: toolcage::Registry) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn demo(registry: toolcage::Registry) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! use std::sync::Arc;
 //! use toolcage::agent::Permissions;
 //! use toolcage::mcp::McpServer;
