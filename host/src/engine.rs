@@ -37,7 +37,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -86,7 +86,10 @@ pub struct Runtime {
 
 struct Shared {
     engines: Engines,
-    compiled: Mutex<HashMap<CompiledKey, ToolsetPre<CallState>>>,
+    /// Compiled components by hash and shape, held only while a registry
+    /// uses them: a component no longer loaded (after a reload) frees its
+    /// code.
+    compiled: Mutex<HashMap<CompiledKey, Weak<ToolsetPre<CallState>>>>,
     slots: Arc<Semaphore>,
     max_concurrent_calls: usize,
     /// Calls whose caller gave up (timeout, cancellation) while their worker
@@ -210,16 +213,17 @@ impl Runtime {
     }
 
     /// Compiles and links `bytes` (whose BLAKE3 hash is `hash`) for
-    /// components run in slots of `shape`, or returns the cached result.
+    /// components run in slots of `shape`, or returns the one already in
+    /// use.
     pub(crate) async fn compile(
         &self,
         hash: &str,
         bytes: Vec<u8>,
         shape: SlotShape,
-    ) -> Result<ToolsetPre<CallState>, LoadError> {
+    ) -> Result<Arc<ToolsetPre<CallState>>, LoadError> {
         let key = (hash.to_string(), shape);
-        if let Some(pre) = self.compiled().get(&key) {
-            return Ok(pre.clone());
+        if let Some(pre) = self.compiled().get(&key).and_then(Weak::upgrade) {
+            return Ok(pre);
         }
         let engine = self
             .shared
@@ -229,11 +233,25 @@ impl Runtime {
         let pre = tokio::task::spawn_blocking(move || compile(&engine, &bytes))
             .await
             .map_err(|e| LoadError::Compile(format!("the compiler thread failed: {e}")))??;
-        self.compiled().insert(key, pre.clone());
+        let pre = Arc::new(pre);
+        let mut compiled = self.compiled();
+        compiled.retain(|_, pre| pre.strong_count() > 0);
+        compiled.insert(key, Arc::downgrade(&pre));
         Ok(pre)
     }
 
-    fn compiled(&self) -> std::sync::MutexGuard<'_, HashMap<CompiledKey, ToolsetPre<CallState>>> {
+    /// How many compiled components are held, because a registry (any
+    /// snapshot still serving a call) uses them. A component no longer
+    /// loaded anywhere is freed, with its code.
+    pub fn compiled_components(&self) -> usize {
+        let mut compiled = self.compiled();
+        compiled.retain(|_, pre| pre.strong_count() > 0);
+        compiled.len()
+    }
+
+    fn compiled(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<CompiledKey, Weak<ToolsetPre<CallState>>>> {
         self.shared
             .compiled
             .lock()

@@ -347,7 +347,7 @@ impl Files {
 /// Everything a component's calls run with: its compiled template, the
 /// operator's grants, and the runtime whose slots they take.
 pub(crate) struct Sandbox {
-    pub pre: ToolsetPre<CallState>,
+    pub pre: Arc<ToolsetPre<CallState>>,
     pub grants: Grants,
     pub files: Option<Files>,
     pub runtime: Runtime,
