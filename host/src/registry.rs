@@ -33,7 +33,7 @@ pub const MAX_TOOLS_PER_COMPONENT: usize = 256;
 pub struct Registry {
     runtime: Runtime,
     policy: Policy,
-    tools: Vec<Entry>,
+    tools: Vec<Arc<Entry>>,
     by_name: HashMap<String, usize>,
 }
 
@@ -63,6 +63,14 @@ pub(crate) struct Entry {
     pub component: Arc<Component>,
     pub input: Validator,
     pub output: Option<Validator>,
+}
+
+/// A compiled component whose `describe()` checked out, with an entry for
+/// each tool it declares (registered or not).
+#[derive(Clone)]
+pub(crate) struct Prepared {
+    pub component: Arc<Component>,
+    pub entries: Vec<Arc<Entry>>,
 }
 
 /// What loading one component did.
@@ -258,7 +266,7 @@ impl Registry {
     }
 
     pub(crate) fn entry(&self, name: &str) -> Option<&Entry> {
-        self.by_name.get(name).map(|&index| &self.tools[index])
+        self.by_name.get(name).map(|&index| &*self.tools[index])
     }
 
     /// Loads the component in `bytes` under the name `component`.
@@ -279,8 +287,9 @@ impl Registry {
         .await
     }
 
-    /// Loads every `*.wasm` file of `dir`, in sorted file-name order. Only an
-    /// unreadable directory is an `Err`; a bad file is reported and skipped.
+    /// Loads every `*.wasm` file of `dir` (except hidden ones, `.*`), in
+    /// sorted file-name order. Only an unreadable directory is an `Err`; a
+    /// bad file is reported and skipped.
     pub async fn load_dir(&mut self, dir: impl AsRef<Path>) -> Result<Vec<FileReport>, Error> {
         let dir = dir.as_ref();
         let read_error = |source| Error::ToolsDir {
@@ -290,7 +299,7 @@ impl Registry {
         let mut files: Vec<PathBuf> = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(read_error)? {
             let path = entry.map_err(read_error)?.path();
-            if path.extension().is_some_and(|ext| ext == "wasm") {
+            if is_component_file(&path) {
                 files.push(path);
             }
         }
@@ -351,7 +360,7 @@ impl Registry {
         &mut self,
         name: String,
         source: Source,
-        prepared: Result<(Arc<Component>, Vec<CheckedTool>), LoadError>,
+        prepared: Result<Prepared, LoadError>,
     ) -> FileReport {
         let mut report = FileReport {
             component: name,
@@ -361,7 +370,7 @@ impl Registry {
             error: None,
         };
         match prepared {
-            Ok((component, tools)) => self.register(component, tools, &mut report),
+            Ok(prepared) => self.register(&prepared, &mut report),
             Err(error) => {
                 tracing::warn!(component = %report.component, source = %report.source, "skipped: {error}");
                 report.error = Some(error);
@@ -371,12 +380,12 @@ impl Registry {
     }
 
     /// Compiles the component and checks what its `describe()` returns.
-    async fn prepare(
+    pub(crate) async fn prepare(
         &self,
         name: String,
         source: Source,
         bytes: Result<Vec<u8>, LoadError>,
-    ) -> Result<(Arc<Component>, Vec<CheckedTool>), LoadError> {
+    ) -> Result<Prepared, LoadError> {
         let bytes = bytes?;
         let limits = self.policy.limits_for(&name);
         let hash = blake3::hash(&bytes).to_hex().to_string();
@@ -451,27 +460,38 @@ impl Registry {
             files,
             runtime: self.runtime.clone(),
         };
-        Ok((
-            Arc::new(Component {
-                name,
-                source,
-                hash,
-                grants_hash,
-                sandbox: Arc::new(sandbox),
-            }),
-            tools,
-        ))
+        let component = Arc::new(Component {
+            name,
+            source,
+            hash,
+            grants_hash,
+            sandbox: Arc::new(sandbox),
+        });
+        let entries = tools
+            .into_iter()
+            .map(|tool| {
+                Arc::new(Entry {
+                    info: ToolInfo {
+                        descriptor: tool.descriptor,
+                        component: component.name.clone(),
+                        source: component.source.clone(),
+                        component_hash: component.hash.clone(),
+                        grants_hash: component.grants_hash.clone(),
+                    },
+                    component: component.clone(),
+                    input: tool.input,
+                    output: tool.output,
+                })
+            })
+            .collect();
+        Ok(Prepared { component, entries })
     }
 
     /// Registers the tools whose names are free; first wins.
-    fn register(
-        &mut self,
-        component: Arc<Component>,
-        tools: Vec<CheckedTool>,
-        report: &mut FileReport,
-    ) {
-        for tool in tools {
-            let name = tool.descriptor.name.clone();
+    fn register(&mut self, prepared: &Prepared, report: &mut FileReport) {
+        let component = &prepared.component;
+        for entry in &prepared.entries {
+            let name = entry.info.descriptor.name.clone();
             if let Some(owner) = self.entry(&name).map(|e| e.info.component.clone()) {
                 tracing::warn!(
                     tool = %name,
@@ -485,25 +505,45 @@ impl Registry {
                 continue;
             }
             self.by_name.insert(name.clone(), self.tools.len());
-            self.tools.push(Entry {
-                info: ToolInfo {
-                    descriptor: tool.descriptor,
-                    component: component.name.clone(),
-                    source: component.source.clone(),
-                    component_hash: component.hash.clone(),
-                    grants_hash: component.grants_hash.clone(),
-                },
-                component: component.clone(),
-                input: tool.input,
-                output: tool.output,
-            });
+            self.tools.push(entry.clone());
             report.registered.push(name);
+        }
+    }
+
+    /// The registered tools' entries, in registration order.
+    pub(crate) fn entries(&self) -> &[Arc<Entry>] {
+        &self.tools
+    }
+
+    /// A registry with this one's runtime and grants, holding `entries`
+    /// (whose names must be distinct), in that order.
+    pub(crate) fn with_entries(&self, entries: Vec<Arc<Entry>>) -> Registry {
+        let by_name = entries
+            .iter()
+            .enumerate()
+            .map(|(index, entry)| (entry.info.descriptor.name.clone(), index))
+            .collect();
+        Registry {
+            runtime: self.runtime.clone(),
+            policy: self.policy.clone(),
+            tools: entries,
+            by_name,
         }
     }
 }
 
+/// Whether a directory entry is a component to load: `*.wasm`, and not a
+/// hidden file (`.*`, where editors and copies in progress write). Other
+/// temporary names (`*~`, `*.tmp`, `*.part`) do not end in `.wasm`.
+pub(crate) fn is_component_file(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    name.ends_with(".wasm") && !name.starts_with('.') && name.len() > ".wasm".len()
+}
+
 /// A component's name: its file stem.
-fn component_name(path: &Path) -> String {
+pub(crate) fn component_name(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
@@ -514,7 +554,7 @@ pub const MAX_COMPONENT_BYTES: u64 = 128 << 20;
 
 /// Reads a component file: only a regular file (a FIFO or a device could
 /// block or never end), and at most [`MAX_COMPONENT_BYTES`].
-async fn read_component_file(path: &Path) -> Result<Vec<u8>, LoadError> {
+pub(crate) async fn read_component_file(path: &Path) -> Result<Vec<u8>, LoadError> {
     use tokio::io::AsyncReadExt;
     let io = |e: std::io::Error| LoadError::Io(e.to_string());
     let metadata = tokio::fs::metadata(path).await.map_err(io)?;
