@@ -46,12 +46,14 @@ mod config;
 mod engine;
 mod error;
 mod limits;
+mod live;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 mod mount;
 mod registry;
 mod sandbox;
 mod schema;
+mod watch;
 
 pub use call::{Arguments, CallOptions, CallResult, CancelToken, GuestEvent, LogLevel, Logs};
 pub use component::{Descriptor, Hints, Source};
@@ -59,8 +61,10 @@ pub use config::{CONFIG_FILE_NAME, ComponentConfig, Config};
 pub use engine::{DEFAULT_MAX_CONCURRENT_CALLS, KEEP_RESIDENT_BYTES, Runtime, RuntimeBuilder};
 pub use error::{Error, ErrorKind, LoadError};
 pub use limits::{LimitOverrides, Limits};
+pub use live::{ChangeKind, LiveRegistry, ReloadReport, ToolChange};
 pub use mount::Mount;
 pub use registry::{
     FileReport, MAX_COMPONENT_BYTES, MAX_TOOLS_PER_COMPONENT, Registry, RegistryBuilder, Shadowed,
     ToolInfo,
 };
+pub use watch::{WatchOptions, Watcher};

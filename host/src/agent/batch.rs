@@ -21,7 +21,8 @@ use super::events::{AgentEvent, Metrics, now_ms};
 use super::formats::{Format, ParseError, ToolCall, parse_calls, render_results};
 use super::permissions::{Approval, ApprovalRequest, Approver, Permission, Permissions};
 use crate::{
-    Arguments, CallOptions, CallResult, CancelToken, ErrorKind, GuestEvent, Logs, Registry,
+    Arguments, CallOptions, CallResult, CancelToken, ErrorKind, GuestEvent, LiveRegistry, Logs,
+    Registry,
 };
 
 /// What happens to the rest of a batch after a call is refused (by a `deny`
@@ -76,7 +77,7 @@ type EventSink = Arc<dyn Fn(AgentEvent) + Send + Sync>;
 ///
 /// # async fn demo(registry: toolcage::Registry, response: serde_json::Value) -> Result<(), Box<dyn std::error::Error>> {
 /// let runner = Runner::new(Arc::new(registry)).permissions(Permissions::allow_all());
-/// let tools = agent::definitions(runner.registry(), Format::Anthropic); // send with the request
+/// let tools = agent::definitions(&runner.registry(), Format::Anthropic); // send with the request
 /// let (format, calls) = agent::parse_calls(&response, None)?;
 /// let results = runner.run(calls).await;
 /// let reply = agent::render_results(format, &results); // send back to the model
@@ -85,7 +86,7 @@ type EventSink = Arc<dyn Fn(AgentEvent) + Send + Sync>;
 /// ```
 #[derive(Clone)]
 pub struct Runner {
-    registry: Arc<Registry>,
+    registry: LiveRegistry,
     concurrency: usize,
     permissions: Permissions,
     approver: Option<Arc<dyn Approver>>,
@@ -98,7 +99,7 @@ pub struct Runner {
 impl std::fmt::Debug for Runner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runner")
-            .field("tools", &self.registry.tools().len())
+            .field("tools", &self.registry.current().tools().len())
             .field("concurrency", &self.concurrency)
             .field("permissions", &self.permissions)
             .field("approver", &self.approver.is_some())
@@ -120,12 +121,13 @@ impl Runner {
     /// The default concurrency cap of a read-only batch: 8.
     pub const DEFAULT_CONCURRENCY: usize = 8;
 
-    /// A runner for `registry`, with the defaults listed on [`Runner`]
-    /// (every call denied until [`permissions`](Self::permissions) says
-    /// otherwise).
-    pub fn new(registry: Arc<Registry>) -> Self {
+    /// A runner for `registry` (a [`Registry`] in an `Arc`, or a
+    /// [`LiveRegistry`]), with the defaults listed on [`Runner`] (every call
+    /// denied until [`permissions`](Self::permissions) says otherwise).
+    /// Each batch runs on the tools as they are when it starts.
+    pub fn new(registry: impl Into<LiveRegistry>) -> Self {
         Runner {
-            registry,
+            registry: registry.into(),
             concurrency: Self::DEFAULT_CONCURRENCY,
             permissions: Permissions::deny_all(),
             approver: None,
@@ -136,9 +138,9 @@ impl Runner {
         }
     }
 
-    /// The registry it runs calls against.
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.registry
+    /// The tools it runs calls against, as they are now.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry.current()
     }
 
     /// Runs at most `cap` calls of a read-only batch at once (0 counts as
@@ -194,10 +196,14 @@ impl Runner {
     /// call, a concurrency cap above 1, and every call to a known tool is
     /// to one that claims to be read-only.
     pub fn runs_concurrently(&self, calls: &[ToolCall]) -> bool {
+        self.concurrent_on(&self.registry.current(), calls)
+    }
+
+    fn concurrent_on(&self, registry: &Registry, calls: &[ToolCall]) -> bool {
         calls.len() > 1
             && self.concurrency > 1
             && calls.iter().all(|call| {
-                self.registry
+                registry
                     .tool(&call.name)
                     .is_none_or(|tool| tool.descriptor.hints.read_only)
             })
@@ -217,10 +223,11 @@ impl Runner {
     /// Like [`run`](Self::run), with each result's metrics.
     pub async fn run_reports(&self, calls: impl IntoIterator<Item = ToolCall>) -> Vec<CallReport> {
         let calls: Vec<ToolCall> = calls.into_iter().collect();
-        if self.runs_concurrently(&calls) {
-            self.run_concurrently(calls).await
+        let registry = self.registry.current();
+        if self.concurrent_on(&registry, &calls) {
+            self.run_concurrently(registry, calls).await
         } else {
-            self.run_serially(calls).await
+            self.run_serially(&registry, calls).await
         }
     }
 
@@ -237,15 +244,15 @@ impl Runner {
         Ok((format, render_results(format, &results)))
     }
 
-    async fn run_serially(&self, calls: Vec<ToolCall>) -> Vec<CallReport> {
+    async fn run_serially(&self, registry: &Registry, calls: Vec<ToolCall>) -> Vec<CallReport> {
         let mut reports = Vec::with_capacity(calls.len());
         let mut refused: Option<ToolCall> = None;
         for call in calls {
             let call = Prepared::new(call);
             self.emit_call(&call);
-            let report = match self.gate(&call, &mut refused).await {
+            let report = match self.gate(registry, &call, &mut refused).await {
                 Gate::Done(report) => *report,
-                Gate::Run => self.execute(call).await,
+                Gate::Run => self.execute(registry, call).await,
             };
             self.emit_result(&report);
             reports.push(report);
@@ -253,7 +260,11 @@ impl Runner {
         reports
     }
 
-    async fn run_concurrently(&self, calls: Vec<ToolCall>) -> Vec<CallReport> {
+    async fn run_concurrently(
+        &self,
+        registry: Arc<Registry>,
+        calls: Vec<ToolCall>,
+    ) -> Vec<CallReport> {
         let slots: Arc<Mutex<Vec<Option<CallReport>>>> =
             Arc::new(Mutex::new(vec![None; calls.len()]));
         let mut prepared = Vec::with_capacity(calls.len());
@@ -266,17 +277,22 @@ impl Runner {
         for (index, call) in calls.into_iter().enumerate() {
             let call = Prepared::new(call);
             self.emit_call(&call);
-            match self.gate(&call, &mut refused).await {
+            match self.gate(&registry, &call, &mut refused).await {
                 Gate::Done(report) => {
                     self.emit_result(&report);
                     lock(&slots)[index] = Some(*report);
                 }
                 Gate::Run => {
-                    let (runner, permits, slots, call) =
-                        (self.clone(), permits.clone(), slots.clone(), call.clone());
+                    let (runner, registry, permits, slots, call) = (
+                        self.clone(),
+                        registry.clone(),
+                        permits.clone(),
+                        slots.clone(),
+                        call.clone(),
+                    );
                     tasks.spawn(async move {
                         let _permit = permits.acquire_owned().await;
-                        let report = runner.execute(call).await;
+                        let report = runner.execute(&registry, call).await;
                         runner.emit_result(&report);
                         lock(&slots)[index] = Some(report);
                     });
@@ -306,7 +322,12 @@ impl Runner {
 
     /// The checks before a call runs: cancellation, an earlier refusal,
     /// then the permission rules and the approver.
-    async fn gate(&self, call: &Prepared, refused: &mut Option<ToolCall>) -> Gate {
+    async fn gate(
+        &self,
+        registry: &Registry,
+        call: &Prepared,
+        refused: &mut Option<ToolCall>,
+    ) -> Gate {
         let tool = &call.call.name;
         if self.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
             return Gate::Done(Box::new(not_started(&call.call)));
@@ -319,7 +340,7 @@ impl Runner {
             return Gate::Done(Box::new(refusal(&call.call, ErrorKind::Cancelled, output)));
         }
         // An unknown tool cannot run: the core answers with the available ones.
-        let Some(info) = self.registry.tool(tool) else {
+        let Some(info) = registry.tool(tool) else {
             return Gate::Run;
         };
         let refusal_output = match self.permissions.permission_for(tool) {
@@ -380,7 +401,7 @@ impl Runner {
     }
 
     /// Runs an approved call: from the cache if it can, else in the sandbox.
-    async fn execute(&self, call: Prepared) -> CallReport {
+    async fn execute(&self, registry: &Registry, call: Prepared) -> CallReport {
         let started = Instant::now();
         if self.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
             return not_started(&call.call);
@@ -394,7 +415,7 @@ impl Runner {
                 },
             parsed,
         } = call;
-        let cache_key = match (&self.cache, self.registry.tool(&name), &parsed) {
+        let cache_key = match (&self.cache, registry.tool(&name), &parsed) {
             (Some(_), Some(info), Ok(value)) if cache::cacheable(info) => {
                 Some(cache::key(info, value))
             }
@@ -428,7 +449,7 @@ impl Runner {
             Ok(value) => Arguments::Value(value),
             Err(_) => arguments,
         };
-        let result = self.registry.call_with(&name, arguments, options).await;
+        let result = registry.call_with(&name, arguments, options).await;
         if let (Some(cache), Some(key)) = (&self.cache, cache_key)
             && !result.is_error
         {

@@ -1,0 +1,528 @@
+//! The live registry: tool directories that can change while they serve.
+//!
+//! A [`LiveRegistry`] holds an immutable [`Registry`] snapshot behind an
+//! atomically swapped pointer. A call takes the snapshot when it starts and
+//! finishes on it; a reload compiles and checks new files off the serving
+//! path, then swaps in a new snapshot in one step. Readers never wait for a
+//! reload, and a reload never waits for calls.
+//!
+//! Threat model: whoever can write to a tools directory can add, replace and
+//! remove components at any moment, in pieces, with any name. So:
+//! - a name keeps its owner for as long as that owner offers it: a new or
+//!   changed file never takes a registered name, whatever its file name sorts
+//!   as, and the tools the registry started with (the bundled ones) are never
+//!   taken. A name whose owner goes away passes to the next component
+//!   offering it in load order (directories in the order given, files by name
+//!   within each);
+//! - a changed file is compiled and its `describe()` run, under the same
+//!   limits as at start-up, before anything changes: a bad version is
+//!   reported and the old one keeps serving;
+//! - a change is a change of content (BLAKE3), not of modification time;
+//! - a file rejected once is not retried until its content changes, so a
+//!   broken file costs one compile, not one per reload;
+//! - hidden and temporary files (`.*`, `*~`, `*.tmp`, `*.part`) are never
+//!   loaded: write a component elsewhere and rename it into the directory.
+//!
+//! After a restart, load order alone decides who owns a name, so the owners
+//! can differ from the ones a long-running registry kept.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+use tokio::sync::{Mutex, broadcast};
+
+use crate::registry::{Entry, Prepared, is_component_file, read_component_file};
+use crate::{Error, FileReport, Registry, Shadowed, Source};
+
+/// A registry whose tool directories can be reloaded while it serves, by
+/// [`reload`](Self::reload) or a [`watch`](Self::watch)er. Cloning shares it.
+///
+/// Made from a plain [`Registry`] (`LiveRegistry::from`), it has no
+/// directories and never changes: every API that serves tools takes a
+/// `LiveRegistry`, so a fixed registry and a live one are served alike.
+#[derive(Clone)]
+pub struct LiveRegistry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    current: ArcSwap<Registry>,
+    dirs: Vec<PathBuf>,
+    /// One reload at a time.
+    state: Mutex<State>,
+    changes: broadcast::Sender<Arc<ReloadReport>>,
+}
+
+struct State {
+    /// The tools the registry started with (bundled, or loaded by the
+    /// embedder): first in every snapshot, never taken, never reloaded.
+    fixed: Vec<Arc<Entry>>,
+    /// The components loaded from the directories, in load order.
+    files: Vec<LiveFile>,
+    /// The content last rejected at each path, not retried until it changes.
+    rejected: HashMap<PathBuf, (Stamp, String)>,
+}
+
+/// A component loaded from a tools directory.
+#[derive(Clone)]
+struct LiveFile {
+    /// Which of the directories it is in.
+    dir: usize,
+    path: PathBuf,
+    /// What the file looked like when it was read.
+    stamp: Stamp,
+    prepared: Prepared,
+}
+
+/// What a file looked like: if this is unchanged, so is its content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    inode: u64,
+    changed: (i64, i64),
+}
+
+impl Stamp {
+    pub(crate) fn of(metadata: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Stamp {
+            len: metadata.len(),
+            modified: metadata.modified().ok(),
+            inode: metadata.ino(),
+            changed: (metadata.ctime(), metadata.ctime_nsec()),
+        }
+    }
+
+    /// Whether the file was modified less than `settle` ago.
+    fn is_recent(&self, settle: Duration) -> bool {
+        self.modified
+            .and_then(|modified| SystemTime::now().duration_since(modified).ok())
+            .is_some_and(|age| age < settle)
+    }
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ReloadReport {
+    /// How the tool set changed: what `tools/list` returns, or the component
+    /// behind a name. Empty when the reload changed nothing.
+    pub changes: Vec<ToolChange>,
+    /// Every file compiled in this reload (new, or with new content), with
+    /// the tools it registered and the names it found taken, or why it was
+    /// rejected (a rejected new version leaves the old one serving).
+    pub loaded: Vec<FileReport>,
+    /// Components whose files went away.
+    pub removed: Vec<String>,
+    /// Files modified too recently to be read whole (still being written),
+    /// left for the next reload.
+    pub pending: Vec<PathBuf>,
+    /// Directories that could not be read; their components keep serving.
+    pub errors: Vec<String>,
+}
+
+impl ReloadReport {
+    /// Whether the tool set changed.
+    pub fn changed(&self) -> bool {
+        !self.changes.is_empty()
+    }
+}
+
+/// A change to one tool name.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ToolChange {
+    /// The tool name.
+    pub tool: String,
+    /// What happened to it.
+    pub kind: ChangeKind,
+    /// The component that now provides it, or (when removed) that did.
+    pub component: String,
+    /// Where that component came from.
+    pub source: Source,
+}
+
+/// What happened to a tool name in a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// A name that was not served before.
+    Added,
+    /// Served by a new version of its component, or by another component.
+    Replaced,
+    /// No longer served.
+    Removed,
+}
+
+impl std::fmt::Display for ChangeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ChangeKind::Added => "added",
+            ChangeKind::Replaced => "replaced",
+            ChangeKind::Removed => "removed",
+        })
+    }
+}
+
+impl From<Registry> for LiveRegistry {
+    fn from(registry: Registry) -> Self {
+        LiveRegistry::from(Arc::new(registry))
+    }
+}
+
+impl From<Arc<Registry>> for LiveRegistry {
+    fn from(registry: Arc<Registry>) -> Self {
+        LiveRegistry::new(registry, Vec::new())
+    }
+}
+
+impl LiveRegistry {
+    fn new(registry: Arc<Registry>, dirs: Vec<PathBuf>) -> Self {
+        let state = State {
+            fixed: registry.entries().to_vec(),
+            files: Vec::new(),
+            rejected: HashMap::new(),
+        };
+        LiveRegistry {
+            inner: Arc::new(Inner {
+                current: ArcSwap::new(registry),
+                dirs,
+                state: Mutex::new(state),
+                changes: broadcast::channel(64).0,
+            }),
+        }
+    }
+
+    /// Serves `base`'s tools (for example the bundled ones) first and for
+    /// good, then loads every component file of `dirs`, in order (files by
+    /// name within each directory; first name wins), to be reloaded later.
+    /// Only an unreadable directory is an `Err`; a bad file is reported and
+    /// skipped.
+    pub async fn load(
+        base: Registry,
+        dirs: impl IntoIterator<Item = impl Into<PathBuf>>,
+    ) -> Result<(LiveRegistry, Vec<FileReport>), Error> {
+        let dirs: Vec<PathBuf> = dirs.into_iter().map(Into::into).collect();
+        for dir in &dirs {
+            list_components(dir).map_err(|source| Error::ToolsDir {
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let live = LiveRegistry::new(Arc::new(base), dirs);
+        let report = live.reload_with(None).await;
+        Ok((live, report.loaded))
+    }
+
+    /// The tools now: a snapshot that stays as it is while the registry
+    /// changes. Take it once per call (or batch) and finish on it.
+    pub fn current(&self) -> Arc<Registry> {
+        self.inner.current.load_full()
+    }
+
+    /// The tools directories, in load order.
+    pub fn dirs(&self) -> &[PathBuf] {
+        &self.inner.dirs
+    }
+
+    /// Receives the report of every reload that changed the tool set, once
+    /// the new tools are being served.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<ReloadReport>> {
+        self.inner.changes.subscribe()
+    }
+
+    /// Reads the directories again and serves what changed: new files,
+    /// new content, removed files. Files are read as they are now; a
+    /// [`watch`](Self::watch)er instead waits for files being written to
+    /// settle.
+    pub async fn reload(&self) -> ReloadReport {
+        self.reload_with(None).await
+    }
+
+    /// [`reload`](Self::reload), leaving files modified less than `settle`
+    /// ago for later (listed in [`ReloadReport::pending`]).
+    pub(crate) async fn reload_with(&self, settle: Option<Duration>) -> ReloadReport {
+        let mut guard = self.inner.state.lock().await;
+        let state = &mut *guard;
+        let mut report = ReloadReport::default();
+        let base = self.current();
+
+        // What is in each directory now, and what must be compiled.
+        let mut files: Vec<Option<LiveFile>> = Vec::new();
+        let mut to_prepare = Vec::new();
+        for (dir_index, dir) in self.inner.dirs.iter().enumerate() {
+            let paths = match list_components(dir) {
+                Ok(paths) => paths,
+                Err(error) => {
+                    report.errors.push(format!(
+                        "cannot read tools directory {}: {error}",
+                        dir.display()
+                    ));
+                    let kept = state.files.iter().filter(|f| f.dir == dir_index);
+                    files.extend(kept.cloned().map(Some));
+                    continue;
+                }
+            };
+            for path in paths {
+                let old = state.files.iter().find(|f| f.path == path);
+                let Ok(metadata) = std::fs::metadata(&path) else {
+                    continue; // gone since it was listed
+                };
+                let stamp = Stamp::of(&metadata);
+                let keep = |files: &mut Vec<Option<LiveFile>>, stamp: Stamp| {
+                    if let Some(old) = old {
+                        files.push(Some(LiveFile {
+                            stamp,
+                            ..old.clone()
+                        }));
+                    }
+                };
+                if old.is_some_and(|old| old.stamp == stamp)
+                    || state.rejected.get(&path).is_some_and(|(s, _)| *s == stamp)
+                {
+                    keep(&mut files, old.map_or(stamp, |old| old.stamp));
+                    continue;
+                }
+                if settle.is_some_and(|settle| stamp.is_recent(settle)) {
+                    report.pending.push(path);
+                    keep(&mut files, old.map_or(stamp, |old| old.stamp));
+                    continue;
+                }
+                let bytes = read_component_file(&path).await;
+                let hash = bytes
+                    .as_ref()
+                    .map(|bytes| blake3::hash(bytes).to_hex().to_string())
+                    .unwrap_or_default();
+                if old.is_some_and(|old| old.prepared.component.hash == hash) {
+                    keep(&mut files, stamp); // touched, not changed
+                    continue;
+                }
+                if let Some(rejected) = state.rejected.get_mut(&path)
+                    && rejected.1 == hash
+                    && bytes.is_ok()
+                {
+                    rejected.0 = stamp;
+                    keep(&mut files, old.map_or(stamp, |old| old.stamp));
+                    continue;
+                }
+                to_prepare.push((files.len(), dir_index, path, stamp, hash, bytes));
+                files.push(old.cloned());
+            }
+        }
+
+        // Compile and describe what is new, up to one per core at once.
+        use futures::StreamExt;
+        let parallel = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let base_ref = &base;
+        let prepared: Vec<_> = futures::stream::iter(to_prepare)
+            .map(|(slot, dir, path, stamp, hash, bytes)| async move {
+                let name = crate::registry::component_name(&path);
+                let prepared = base_ref
+                    .prepare(name.clone(), Source::File(path.clone()), bytes)
+                    .await;
+                (slot, dir, path, stamp, hash, name, prepared)
+            })
+            .buffered(parallel)
+            .collect()
+            .await;
+        let mut reports: Vec<(usize, FileReport)> = Vec::new();
+        let mut compiled: Vec<(usize, PathBuf)> = Vec::new();
+        for (slot, dir, path, stamp, hash, name, prepared) in prepared {
+            match prepared {
+                Ok(prepared) => {
+                    state.rejected.remove(&path);
+                    compiled.push((slot, path.clone()));
+                    files[slot] = Some(LiveFile {
+                        dir,
+                        path,
+                        stamp,
+                        prepared,
+                    });
+                }
+                Err(error) => {
+                    tracing::warn!(component = %name, source = %path.display(), "rejected: {error}");
+                    state.rejected.insert(path.clone(), (stamp, hash));
+                    let report = FileReport {
+                        component: name,
+                        source: Source::File(path),
+                        registered: Vec::new(),
+                        shadowed: Vec::new(),
+                        error: Some(error),
+                    };
+                    reports.push((slot, report));
+                }
+            }
+        }
+        let files: Vec<LiveFile> = files.into_iter().flatten().collect();
+        report.removed = state
+            .files
+            .iter()
+            .filter(|old| !files.iter().any(|f| f.path == old.path))
+            .map(|old| old.prepared.component.name.clone())
+            .collect();
+        state.rejected.retain(|path, _| path.exists());
+
+        let entries = owners(&state.fixed, &base, &files);
+        for (slot, path) in compiled {
+            let Some(file) = files.iter().find(|f| f.path == path) else {
+                continue;
+            };
+            reports.push((slot, file_report(file, &entries)));
+        }
+        reports.sort_by_key(|(slot, _)| *slot);
+        report.loaded = reports.into_iter().map(|(_, report)| report).collect();
+
+        report.changes = diff(&base, &entries);
+        if report.changed() {
+            self.inner
+                .current
+                .store(Arc::new(base.with_entries(entries)));
+        }
+        state.files = files;
+        drop(guard);
+        log(&report);
+        if report.changed() {
+            self.inner.changes.send(Arc::new(report.clone())).ok();
+        }
+        report
+    }
+}
+
+/// The tools of the next snapshot, in load order. A name's owner is: a
+/// fixed tool; else its owner in `current`, if that file still offers it;
+/// else the first file offering it.
+fn owners(fixed: &[Arc<Entry>], current: &Registry, files: &[LiveFile]) -> Vec<Arc<Entry>> {
+    let mut owners: HashMap<&str, &Arc<Entry>> = HashMap::new();
+    for entry in fixed {
+        owners.insert(&entry.info.descriptor.name, entry);
+    }
+    for entry in current.entries() {
+        let name = entry.info.descriptor.name.as_str();
+        let Source::File(path) = &entry.info.source else {
+            continue;
+        };
+        let offered = files
+            .iter()
+            .filter(|f| &f.path == path)
+            .flat_map(|f| &f.prepared.entries)
+            .find(|e| e.info.descriptor.name == name);
+        if let Some(offered) = offered {
+            owners.entry(name).or_insert(offered);
+        }
+    }
+    for entry in files.iter().flat_map(|f| &f.prepared.entries) {
+        owners.entry(&entry.info.descriptor.name).or_insert(entry);
+    }
+    fixed
+        .iter()
+        .chain(files.iter().flat_map(|f| &f.prepared.entries))
+        .filter(|entry| {
+            owners
+                .get(entry.info.descriptor.name.as_str())
+                .is_some_and(|owner| Arc::ptr_eq(owner, entry))
+        })
+        .cloned()
+        .collect()
+}
+
+/// What `file` registered among `entries`, and which of its names others own.
+fn file_report(file: &LiveFile, entries: &[Arc<Entry>]) -> FileReport {
+    let component = &file.prepared.component;
+    let mut report = FileReport {
+        component: component.name.clone(),
+        source: component.source.clone(),
+        registered: Vec::new(),
+        shadowed: Vec::new(),
+        error: None,
+    };
+    for entry in &file.prepared.entries {
+        let name = &entry.info.descriptor.name;
+        let owner = entries.iter().find(|e| &e.info.descriptor.name == name);
+        match owner {
+            Some(owner) if Arc::ptr_eq(owner, entry) => report.registered.push(name.clone()),
+            Some(owner) => {
+                tracing::warn!(
+                    tool = %name,
+                    owner = %owner.info.component,
+                    skipped = %component.name,
+                    source = %component.source,
+                    "tool name already registered by `{}`; the definition from `{}` is ignored (first wins)",
+                    owner.info.component,
+                    component.name
+                );
+                report.shadowed.push(Shadowed {
+                    tool: name.clone(),
+                    owner: owner.info.component.clone(),
+                });
+            }
+            None => {}
+        }
+    }
+    report
+}
+
+/// How the tool set changes from `current` to `next`.
+fn diff(current: &Registry, next: &[Arc<Entry>]) -> Vec<ToolChange> {
+    let change = |entry: &Entry, kind| ToolChange {
+        tool: entry.info.descriptor.name.clone(),
+        kind,
+        component: entry.info.component.clone(),
+        source: entry.info.source.clone(),
+    };
+    let by_name = |entries: &'_ [Arc<Entry>]| -> HashMap<String, Arc<Entry>> {
+        entries
+            .iter()
+            .map(|e| (e.info.descriptor.name.clone(), e.clone()))
+            .collect()
+    };
+    let (before, after) = (by_name(current.entries()), by_name(next));
+    let mut changes: Vec<ToolChange> = next
+        .iter()
+        .filter_map(|entry| match before.get(&entry.info.descriptor.name) {
+            None => Some(change(entry, ChangeKind::Added)),
+            Some(old) if !Arc::ptr_eq(old, entry) => Some(change(entry, ChangeKind::Replaced)),
+            Some(_) => None,
+        })
+        .collect();
+    changes.extend(
+        current
+            .entries()
+            .iter()
+            .filter(|old| !after.contains_key(&old.info.descriptor.name))
+            .map(|old| change(old, ChangeKind::Removed)),
+    );
+    changes
+}
+
+/// Logs what a reload changed, at `info`.
+fn log(report: &ReloadReport) {
+    for change in &report.changes {
+        tracing::info!(
+            tool = %change.tool,
+            component = %change.component,
+            source = %change.source,
+            "tool {}", change.kind
+        );
+    }
+    for component in &report.removed {
+        tracing::info!(component = %component, "component removed");
+    }
+    for error in &report.errors {
+        tracing::warn!("{error}");
+    }
+}
+
+/// The component files of `dir`, sorted by name.
+fn list_components(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if is_component_file(&path) {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
