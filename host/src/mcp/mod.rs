@@ -33,27 +33,38 @@ pub mod http;
 mod mapping;
 
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscriptionFilter,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 pub use mapping::CALL_META_KEY;
 
 use crate::agent::{AgentEvent, Approver, Permission, Permissions, Runner, ToolCall};
-use crate::{Arguments, CancelToken, Registry};
+use crate::{Arguments, CancelToken, LiveRegistry};
 
 /// The log level sent to a client that has not asked for one.
 const DEFAULT_LOG_LEVEL: LoggingLevel = LoggingLevel::Warning;
+
+/// How long a client may cache the tool list (`ttlMs`) when it can change
+/// while the server runs: within this, a reload is seen even by clients that
+/// take no `list_changed` notifications.
+const LIVE_LIST_TTL: Duration = Duration::from_secs(2);
+/// How long a client may cache the tool list when only a restart (or a
+/// redeployment) changes it.
+const FIXED_LIST_TTL: Duration = Duration::from_secs(300);
 
 /// Serves a registry's tools over MCP. Cloning shares the registry and the
 /// rules; each clone keeps its own client's log level, so make one per
@@ -66,35 +77,59 @@ const DEFAULT_LOG_LEVEL: LoggingLevel = LoggingLevel::Warning;
 /// the client answers by calling again, on older revisions as an
 /// `elicitation/create` request. A client without elicitation gets a
 /// denial saying why.
+///
+/// Served from a [`LiveRegistry`] (with directories, reloaded or watched),
+/// every change of the tool set is announced with
+/// `notifications/tools/list_changed`: on the sessions of revisions before
+/// 2026-07-28, and on 2026-07-28 `subscriptions/listen` streams.
 #[derive(Clone)]
 pub struct McpServer {
-    registry: Arc<Registry>,
-    runner: Runner,
-    permissions: Permissions,
+    tools: LiveRegistry,
+    /// The operator's rules, replaced as a whole by
+    /// [`set_permissions`](Self::set_permissions).
+    permissions: Arc<arc_swap::ArcSwap<Permissions>>,
     /// The calls running, over every connection.
     in_flight: InFlight,
     /// The minimum level the client asked for with `logging/setLevel`.
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
+    /// The sessions (before 2026-07-28) told when the tools change.
+    sessions: Sessions,
+}
+
+/// The initialized sessions of the older revisions, over every connection,
+/// and the task that tells them about changes (started with the first).
+#[derive(Clone, Default)]
+struct Sessions {
+    peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
+    announcer: Arc<OnceLock<tokio::task::JoinHandle<()>>>,
 }
 
 impl McpServer {
-    /// A server of `registry`'s tools that denies every call until given
+    /// A server of `registry`'s tools (a [`Registry`](crate::Registry) in
+    /// an `Arc`, or a [`LiveRegistry`]) that denies every call until given
     /// permission rules.
-    pub fn new(registry: Arc<Registry>) -> Self {
+    pub fn new(registry: impl Into<LiveRegistry>) -> Self {
+        let tools: LiveRegistry = registry.into();
         McpServer {
-            runner: Runner::new(registry.clone()).permissions(Permissions::deny_all()),
-            permissions: Permissions::deny_all(),
-            registry,
+            permissions: Arc::new(arc_swap::ArcSwap::from_pointee(Permissions::deny_all())),
+            tools,
             in_flight: InFlight::default(),
             log_level: Arc::default(),
+            sessions: Sessions::default(),
         }
     }
 
     /// The operator's permission rules. Default: deny every call.
-    pub fn permissions(mut self, permissions: Permissions) -> Self {
-        self.runner = self.runner.permissions(permissions.clone());
-        self.permissions = permissions;
+    pub fn permissions(self, permissions: Permissions) -> Self {
+        self.set_permissions(permissions);
         self
+    }
+
+    /// Replaces the permission rules, for this server and its clones, from
+    /// the next call on (calls already running keep the rules they started
+    /// with).
+    pub fn set_permissions(&self, permissions: Permissions) {
+        self.permissions.store(Arc::new(permissions));
     }
 
     /// A copy for another connection: the same tools and rules, its own log
@@ -155,9 +190,8 @@ impl McpServer {
         })
     }
 
-    fn unknown_tool(&self, name: &str) -> McpError {
-        let available: Vec<&str> = self
-            .registry
+    fn unknown_tool(&self, registry: &crate::Registry, name: &str) -> McpError {
+        let available: Vec<&str> = registry
             .tools()
             .map(|t| t.descriptor.name.as_str())
             .collect();
@@ -191,9 +225,46 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        // In load order, the same for every client: any cache may keep it.
+        let ttl = match self.tools.dirs().is_empty() {
+            true => FIXED_LIST_TTL,
+            false => LIVE_LIST_TTL,
+        };
         Ok(ListToolsResult::with_all_items(
-            self.registry.tools().map(mapping::tool).collect(),
-        ))
+            self.tools.current().tools().map(mapping::tool).collect(),
+        )
+        .with_ttl_ms(ttl.as_millis() as u64)
+        .with_cache_scope(CacheScope::Public))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.sessions.add(context.peer, &self.tools);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut filter = SubscriptionFilter::new();
+        filter.tools_list_changed = Some(true);
+        Some(filter)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.tools.subscribe();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                change = changes.recv() => match change {
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        if context.sink().notify_tool_list_changed().await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
     }
 
     async fn set_level(
@@ -211,13 +282,15 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
-        let Some(info) = self.registry.tool(&name) else {
-            return Err(self.unknown_tool(&name));
+        let registry = self.tools.current();
+        let Some(info) = registry.tool(&name) else {
+            return Err(self.unknown_tool(&registry, &name));
         };
         let has_output_schema = info.descriptor.output_schema.is_some();
         let _running = self.in_flight.start();
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let approver = match self.permissions.permission_for(&name) {
+        let permissions = self.permissions.load_full();
+        let approver = match permissions.permission_for(&name) {
             Permission::Ask => match approval::approver(&request, &context, &arguments) {
                 Ok(approver) => approver,
                 Err(input_required) => return Ok((*input_required).into()),
@@ -234,7 +307,7 @@ impl ServerHandler for McpServer {
         // the forwarder ends when the runner (holding the sender) is dropped.
         let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
         let cancel = CancelToken::new();
-        let mut runner = self.runner.clone();
+        let mut runner = Runner::new(self.tools.clone()).permissions((*permissions).clone());
         if let Some(approver) = approver {
             let approver: Arc<dyn Approver> = approver.into();
             runner = runner.approver(move |request| {
@@ -297,12 +370,59 @@ impl ServerHandler for McpServer {
                 }
             }
         };
-        let (results, ()) = tokio::join!(run, forward);
+        // The client's trace context (`_meta.traceparent`, 2026-07-28) goes
+        // on the call's span, so the host's logs join the client's trace.
+        let span = tracing::info_span!(
+            "tools/call",
+            tool = %name,
+            traceparent = tracing::field::Empty,
+            tracestate = tracing::field::Empty,
+        );
+        if let Some(traceparent) = context.meta.get_traceparent() {
+            span.record("traceparent", traceparent);
+        }
+        if let Some(tracestate) = context.meta.get_tracestate() {
+            span.record("tracestate", tracestate);
+        }
+        let (results, ()) = tokio::join!(run.instrument(span), forward);
         let result = results
             .into_iter()
             .next()
             .ok_or_else(|| McpError::internal_error("the call produced no result", None))?;
         Ok(mapping::call_result(&result, has_output_schema).into())
+    }
+}
+
+impl Sessions {
+    /// Tells `peer` about changes of `tools` from now on, if it speaks a
+    /// revision before 2026-07-28 (later ones use `subscriptions/listen`).
+    fn add(&self, peer: Peer<RoleServer>, tools: &LiveRegistry) {
+        let legacy = peer
+            .peer_info()
+            .is_some_and(|info| info.protocol_version.has_initialize());
+        if !legacy || tools.dirs().is_empty() {
+            return;
+        }
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        peers.retain(|peer| !peer.is_transport_closed());
+        peers.push(peer);
+        drop(peers);
+        self.announcer.get_or_init(|| {
+            let (peers, mut changes) = (self.peers.clone(), tools.subscribe());
+            tokio::spawn(async move {
+                use tokio::sync::broadcast::error::RecvError;
+                while let Ok(_) | Err(RecvError::Lagged(_)) = changes.recv().await {
+                    let listeners: Vec<Peer<RoleServer>> = {
+                        let mut peers = peers.lock().unwrap_or_else(|e| e.into_inner());
+                        peers.retain(|peer| !peer.is_transport_closed());
+                        peers.clone()
+                    };
+                    for peer in listeners {
+                        peer.notify_tool_list_changed().await.ok();
+                    }
+                }
+            })
+        });
     }
 }
 
