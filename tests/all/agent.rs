@@ -1231,34 +1231,14 @@ async fn the_cache_serves_repeated_read_only_idempotent_calls() {
     }
 }
 
-/// `bytes` with a custom section appended: still the same component, with a
-/// different hash.
-fn with_custom_section(mut bytes: Vec<u8>, name: &str, payload: &[u8]) -> Vec<u8> {
-    fn leb128(mut n: usize, out: &mut Vec<u8>) {
-        loop {
-            let byte = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    let mut content = Vec::new();
-    leb128(name.len(), &mut content);
-    content.extend_from_slice(name.as_bytes());
-    content.extend_from_slice(payload);
-    bytes.push(0);
-    leb128(content.len(), &mut bytes);
-    bytes.extend_from_slice(&content);
-    bytes
-}
-
 #[tokio::test]
 async fn a_changed_component_misses_the_cache() {
     let original = std::fs::read(guests::FIXTURE_ECHO).unwrap();
-    let changed = with_custom_section(original.clone(), "toolcage-test", b"a different build");
+    let changed = toolcage_tests::with_custom_section(
+        original.clone(),
+        "toolcage-test",
+        b"a different build",
+    );
     let cache = ResultCache::new(16);
     let mut runs = Vec::new();
     for bytes in [original, changed] {

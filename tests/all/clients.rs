@@ -1,7 +1,7 @@
 //! toolcage driven by real clients: the official MCP Python SDK against
 //! `toolcage serve`, over stdio and Streamable HTTP, on 2026-07-28 and the
-//! older revisions, and its life cycle: graceful shutdown and stateless
-//! replicas (`tests/clients/`, run with pytest in the venv that
+//! older revisions, its life cycle (graceful shutdown, stateless replicas)
+//! and hot reload (`tests/clients/`, run with pytest in the venv that
 //! `clients_python` installs).
 
 use std::process::Command;
@@ -17,11 +17,20 @@ fn mcp_python_sdk() {
         tools.path().join("misbehave.wasm"),
     )
     .unwrap();
+    // The hot-reload tests copy these into the directories they watch.
+    let fixtures = tempfile::tempdir().unwrap();
+    std::fs::copy(guests::FIXTURE_ECHO, fixtures.path().join("echo.wasm")).unwrap();
+    std::fs::copy(
+        guests::FIXTURE_ECHO_TWIN,
+        fixtures.path().join("echo_twin.wasm"),
+    )
+    .unwrap();
     let output = Command::new(clients_python())
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/clients"))
         .env("TOOLCAGE_BIN", toolcage_bin())
         .env("TOOLCAGE_TOOLS", tools.path())
+        .env("TOOLCAGE_FIXTURES", fixtures.path())
         .env_remove("RUST_LOG")
         .output()
         .expect("pytest runs");

@@ -9,4 +9,5 @@ mod clients;
 mod limits;
 mod loading;
 mod pool;
+mod reload;
 mod toolset;

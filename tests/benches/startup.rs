@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use toolcage::{Registry, Runtime};
-use toolcage_tests::guests;
+use toolcage_tests::{guests, with_custom_section};
 
 const COMPONENTS: usize = 100;
 const WARM_RUNS: usize = 3;
@@ -25,7 +25,11 @@ fn main() {
     let bytes = std::fs::read(guests::FIXTURE_LEFTOVERS).expect("the fixture is built");
     for i in 0..COMPONENTS {
         let file = tools.path().join(format!("tool{i:03}.wasm"));
-        std::fs::write(file, with_custom_section(&bytes, i)).expect("write a component");
+        std::fs::write(
+            file,
+            with_custom_section(bytes.clone(), "toolcage-bench", &i.to_le_bytes()),
+        )
+        .expect("write a component");
     }
     let tokio = tokio::runtime::Runtime::new().expect("tokio");
     let cold = start(&tokio, tools.path(), cache.path());
@@ -62,33 +66,6 @@ fn start(tokio: &tokio::runtime::Runtime, tools: &Path, cache: &Path) -> Duratio
         }
         elapsed
     })
-}
-
-/// `component` with a custom section naming `index` appended.
-fn with_custom_section(component: &[u8], index: usize) -> Vec<u8> {
-    let name = b"toolcage-bench";
-    let payload = index.to_le_bytes();
-    let mut section = leb128(name.len());
-    section.extend_from_slice(name);
-    section.extend_from_slice(&payload);
-    let mut bytes = component.to_vec();
-    bytes.push(0);
-    bytes.extend(leb128(section.len()));
-    bytes.extend(section);
-    bytes
-}
-
-fn leb128(mut value: usize) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let byte = (value & 0x7f) as u8;
-        value >>= 7;
-        if value == 0 {
-            out.push(byte);
-            return out;
-        }
-        out.push(byte | 0x80);
-    }
 }
 
 fn ms(duration: Duration) -> f64 {

@@ -2,7 +2,9 @@
 
 The Rust test `clients::mcp_python_sdk` runs these with:
 - TOOLCAGE_BIN: the toolcage binary;
-- TOOLCAGE_TOOLS: a directory holding the `echo` and `misbehave` fixtures.
+- TOOLCAGE_TOOLS: a directory holding the `echo` and `misbehave` fixtures;
+- TOOLCAGE_FIXTURES: a directory holding `echo.wasm` and `echo_twin.wasm`, for
+  the hot-reload tests to copy.
 """
 
 import os

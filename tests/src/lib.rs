@@ -41,6 +41,30 @@ pub async fn registry(builder: RegistryBuilder, components: &[&str]) -> Registry
     registry
 }
 
+/// `bytes` with a custom section appended: still the same component, with a
+/// different hash.
+pub fn with_custom_section(mut bytes: Vec<u8>, name: &str, payload: &[u8]) -> Vec<u8> {
+    fn leb128(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut content = Vec::new();
+    leb128(name.len(), &mut content);
+    content.extend_from_slice(name.as_bytes());
+    content.extend_from_slice(payload);
+    bytes.push(0);
+    leb128(content.len(), &mut bytes);
+    bytes.extend_from_slice(&content);
+    bytes
+}
+
 /// Asserts that a call failed with `kind`, showing its output otherwise.
 pub fn assert_error(result: &CallResult, kind: ErrorKind) {
     assert_eq!(result.error_kind, Some(kind), "{}", result.output);

@@ -113,6 +113,14 @@ pub enum Command {
         /// How many calls run at once; more wait for a free slot. Default: 32.
         #[arg(long, value_name = "N")]
         max_concurrent_calls: Option<usize>,
+        /// Watch the tools directories and serve what changes in them (new,
+        /// changed and removed components), without a restart.
+        #[arg(long)]
+        watch: bool,
+        /// Watch by polling every N milliseconds, for file systems that send
+        /// no change events (implies --watch).
+        #[arg(long, value_name = "N")]
+        poll_ms: Option<u64>,
     },
     /// Run the tool calls of a model response as one batch (read-only
     /// batches in parallel, others in order, with the config's

@@ -14,7 +14,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Parser;
 use serde_json::Value;
-use toolcage::{CONFIG_FILE_NAME, Config, FileReport, LimitOverrides, Mount, Registry, Runtime};
+use toolcage::{
+    CONFIG_FILE_NAME, Config, FileReport, LimitOverrides, LiveRegistry, Mount, Registry, Runtime,
+    WatchOptions,
+};
 
 use args::{Cli, Command, GlobalArgs};
 
@@ -117,6 +120,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             stateless,
             max_body_kib,
             max_concurrent_calls,
+            watch,
+            poll_ms,
         } => {
             let mut runtime = Runtime::builder();
             if let Some(calls) = max_concurrent_calls {
@@ -125,16 +130,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 runtime = runtime.max_concurrent_calls(*calls);
             }
-            let registry = settings.registry_on(&runtime_with(runtime)?).await?;
+            let watch = match (watch, positive(*poll_ms, "--poll-ms")?) {
+                (_, Some(ms)) => Some(WatchOptions::default().poll(Duration::from_millis(ms))),
+                (true, None) => Some(WatchOptions::default()),
+                (false, None) => None,
+            };
+            let registry = settings.live_registry_on(&runtime_with(runtime)?).await?;
             let serve = serve::Serve {
                 http: http.clone(),
                 token_file: token_file.clone(),
                 stateless: *stateless,
                 max_body_bytes: bytes(max_body_kib.map(|k| k.max(1)), 10, "--max-body-kib")?,
+                watch,
+                config_file: config_path(global),
             };
-            serve
-                .run(registry, settings.config.permissions.clone())
-                .await?;
+            serve.run(registry, settings.config.clone()).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::RunCalls { file, format } => {
@@ -172,13 +182,27 @@ struct Settings {
     bundled: bool,
 }
 
+/// The configuration file: `--config`, else `toolcage.toml` if there is one.
+fn config_path(global: &GlobalArgs) -> Option<PathBuf> {
+    match &global.config {
+        Some(path) => Some(path.clone()),
+        None if std::path::Path::new(CONFIG_FILE_NAME).is_file() => Some(CONFIG_FILE_NAME.into()),
+        None => None,
+    }
+}
+
+/// A positive number, or nothing; 0 is refused.
+fn positive(value: Option<u64>, flag: &str) -> anyhow::Result<Option<u64>> {
+    match value {
+        Some(0) => bail!("{flag} must be greater than 0"),
+        other => Ok(other),
+    }
+}
+
 impl Settings {
     fn new(global: &GlobalArgs) -> anyhow::Result<Self> {
-        let config = match &global.config {
+        let config = match config_path(global) {
             Some(path) => Config::from_file(path)?,
-            None if std::path::Path::new(CONFIG_FILE_NAME).is_file() => {
-                Config::from_file(CONFIG_FILE_NAME)?
-            }
             None => Config::default(),
         };
         let mounts = global
@@ -193,10 +217,6 @@ impl Settings {
                 Ok(units) if units > 0 => Some(Some(units)),
                 _ => bail!("--fuel: `{n}` is neither a positive number nor `unlimited`"),
             },
-        };
-        let positive = |value: Option<u64>, flag: &str| match value {
-            Some(0) => bail!("{flag} must be greater than 0"),
-            other => Ok(other),
         };
         let limits = LimitOverrides {
             fuel,
@@ -252,6 +272,29 @@ impl Settings {
             anyhow::Ok(())
         })
         .await?;
+        self.note_unknown_components(&registry);
+        Ok(registry)
+    }
+
+    /// The registry of [`Settings::registry`], on `runtime`, with its tools
+    /// directories live: they can be reloaded or watched.
+    async fn live_registry_on(&self, runtime: &Runtime) -> anyhow::Result<LiveRegistry> {
+        let mut base = self.builder().runtime(runtime).build()?;
+        let live = noting_slow_loads(async {
+            if self.bundled {
+                print::diagnostics(&load_bundled(&mut base).await);
+            }
+            let (live, reports) = LiveRegistry::load(base, self.tools.clone()).await?;
+            print::diagnostics(&reports);
+            anyhow::Ok(live)
+        })
+        .await?;
+        self.note_unknown_components(&live.current());
+        Ok(live)
+    }
+
+    /// Says which components the config has settings for but none loaded.
+    fn note_unknown_components(&self, registry: &Registry) {
         for name in self.config.components.keys() {
             if !registry.tools().any(|tool| &tool.component == name) {
                 eprintln!(
@@ -259,7 +302,6 @@ impl Settings {
                 );
             }
         }
-        Ok(registry)
     }
 }
 

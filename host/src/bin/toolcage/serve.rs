@@ -1,17 +1,17 @@
 //! `toolcage serve`: flags → an [`McpServer`] on stdio or HTTP, stopped
 //! gracefully by SIGTERM or SIGINT (and, on stdio, by the end of stdin):
-//! calls in flight finish and their results go out first.
+//! calls in flight finish and their results go out first. With `--watch`
+//! the tools directories are watched; SIGHUP re-reads the config file (its
+//! permissions apply at once) and reloads the directories.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
-use toolcage::Registry;
-use toolcage::agent::Permissions;
 use toolcage::mcp::McpServer;
 use toolcage::mcp::http::HttpOptions;
+use toolcage::{Config, LiveRegistry, ReloadReport, WatchOptions};
 
 /// The environment variable holding the bearer token, when no file does.
 const TOKEN_VARIABLE: &str = "TOOLCAGE_TOKEN";
@@ -21,11 +21,25 @@ pub struct Serve {
     pub token_file: Option<PathBuf>,
     pub stateless: bool,
     pub max_body_bytes: Option<usize>,
+    pub watch: Option<WatchOptions>,
+    /// The file SIGHUP re-reads, if the config came from one.
+    pub config_file: Option<PathBuf>,
 }
 
 impl Serve {
-    pub async fn run(self, registry: Registry, permissions: Permissions) -> anyhow::Result<()> {
-        let server = McpServer::new(Arc::new(registry)).permissions(permissions);
+    pub async fn run(self, registry: LiveRegistry, config: Config) -> anyhow::Result<()> {
+        let server = McpServer::new(registry.clone()).permissions(config.permissions.clone());
+        let _watcher = match self.watch {
+            Some(options) => Some(registry.watch(options)?),
+            None => None,
+        };
+        tokio::spawn(announce_changes(registry.clone()));
+        tokio::spawn(reload_on_hangup(
+            server.clone(),
+            registry,
+            config,
+            self.config_file.clone(),
+        ));
         let shutdown = CancellationToken::new();
         tokio::spawn(stop_on_signals(shutdown.clone()));
         let Some(addr) = &self.http else {
@@ -83,6 +97,89 @@ fn parse_addr(addr: &str) -> anyhow::Result<SocketAddr> {
     }
     addr.parse()
         .with_context(|| format!("--http `{addr}`: expected HOST:PORT, such as 127.0.0.1:8080"))
+}
+
+/// Says on stderr how the tools changed, after each reload that changed them.
+async fn announce_changes(registry: LiveRegistry) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut changes = registry.subscribe();
+    loop {
+        match changes.recv().await {
+            Ok(report) => eprintln!("toolcage: tools reloaded: {}", summary(&report)),
+            Err(RecvError::Lagged(missed)) => {
+                eprintln!("toolcage: tools reloaded ({missed} reloads not shown)")
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+/// `+new, ~changed, -removed`.
+fn summary(report: &ReloadReport) -> String {
+    let changes: Vec<String> = report
+        .changes
+        .iter()
+        .map(|change| {
+            let sign = match change.kind {
+                toolcage::ChangeKind::Added => '+',
+                toolcage::ChangeKind::Replaced => '~',
+                toolcage::ChangeKind::Removed => '-',
+            };
+            format!("{sign}{} ({})", change.tool, change.component)
+        })
+        .collect();
+    match changes.is_empty() {
+        true => "no change".into(),
+        false => changes.join(", "),
+    }
+}
+
+/// On SIGHUP: re-reads the config file, then reloads the tools directories.
+/// A config that does not parse is refused and the previous one keeps
+/// serving. The new permissions apply at once; changed directories, limits
+/// or mounts take a restart (the grants of running tools never change
+/// under them).
+async fn reload_on_hangup(
+    server: McpServer,
+    registry: LiveRegistry,
+    mut config: Config,
+    file: Option<PathBuf>,
+) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hangup.recv().await.is_some() {
+        if let Some(file) = &file {
+            match Config::from_file(file) {
+                Err(error) => eprintln!(
+                    "toolcage: SIGHUP: config refused, the previous one keeps serving: {error}"
+                ),
+                Ok(new) => {
+                    let same_grants = Config {
+                        permissions: config.permissions.clone(),
+                        ..new.clone()
+                    } == config;
+                    if !same_grants {
+                        eprintln!(
+                            "toolcage: SIGHUP: the config's tools directories, bundled tools, limits or mounts changed: they take effect at the next restart"
+                        );
+                    }
+                    server.set_permissions(new.permissions.clone());
+                    config.permissions = new.permissions;
+                }
+            }
+        }
+        let report = registry.reload().await;
+        if !report.changed() {
+            eprintln!("toolcage: SIGHUP: tools reloaded: no change");
+        }
+        for loaded in report.loaded.iter().filter(|r| !r.is_ok()) {
+            if let Some(error) = &loaded.error {
+                eprintln!("toolcage: SIGHUP: {} rejected: {error}", loaded.source);
+            }
+        }
+    }
 }
 
 /// Cancels `shutdown` on SIGTERM or SIGINT.
