@@ -6,6 +6,7 @@ mod calls;
 mod capabilities;
 mod cli;
 mod clients;
+mod filesystem;
 mod limits;
 mod loading;
 mod pool;
