@@ -1,15 +1,16 @@
 //! toolcage driven by real clients: the official MCP Python SDK against
 //! `toolcage serve`, over stdio and Streamable HTTP, on 2026-07-28 and the
 //! older revisions, and its life cycle: graceful shutdown and stateless
-//! replicas (`tests/clients/`, run with pytest in the venv that
-//! `clients_python` installs).
+//! replicas; and `definitions` and `run-calls` checked against the types of
+//! the official `openai`, `anthropic` and `mcp` SDKs (`tests/clients/`, run
+//! with pytest in the venv that `clients_python` installs).
 
 use std::process::Command;
 
 use toolcage_tests::{clients_python, guests, toolcage_bin};
 
 #[test]
-fn mcp_python_sdk() {
+fn python_client_sdks() {
     let tools = tempfile::tempdir().unwrap();
     std::fs::copy(guests::FIXTURE_ECHO, tools.path().join("echo.wasm")).unwrap();
     std::fs::copy(
@@ -22,6 +23,7 @@ fn mcp_python_sdk() {
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/clients"))
         .env("TOOLCAGE_BIN", toolcage_bin())
         .env("TOOLCAGE_TOOLS", tools.path())
+        .env("TOOLCAGE_TWIN", guests::FIXTURE_ECHO_TWIN)
         .env_remove("RUST_LOG")
         .output()
         .expect("pytest runs");
@@ -32,7 +34,7 @@ fn mcp_python_sdk() {
     );
     assert!(
         output.status.success(),
-        "the MCP client tests failed:\n{report}"
+        "the client tests failed:\n{report}"
     );
     assert!(report.contains(" passed"), "no client test ran:\n{report}");
 }

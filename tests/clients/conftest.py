@@ -1,8 +1,9 @@
 """Starts `toolcage serve` for the MCP client tests, over stdio or Streamable HTTP.
 
-The Rust test `clients::mcp_python_sdk` runs these with:
+The Rust test `clients::python_client_sdks` runs these with:
 - TOOLCAGE_BIN: the toolcage binary;
-- TOOLCAGE_TOOLS: a directory holding the `echo` and `misbehave` fixtures.
+- TOOLCAGE_TOOLS: a directory holding the `echo` and `misbehave` fixtures;
+- TOOLCAGE_TWIN: the `echo_twin` fixture (for test_formats.py).
 """
 
 import os
