@@ -91,6 +91,10 @@ pub enum ErrorKind {
     Cancelled,
     /// The operator's permission rules refused the call.
     PermissionDenied,
+    /// The call is of a kind toolcage cannot run, such as an OpenAI custom
+    /// tool call (free-text input, where toolcage's tools take JSON): it did
+    /// not run.
+    Unsupported,
 }
 
 impl ErrorKind {
@@ -107,6 +111,7 @@ impl ErrorKind {
             ErrorKind::Trap => "trap",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::PermissionDenied => "permission_denied",
+            ErrorKind::Unsupported => "unsupported",
         }
     }
 }

@@ -395,6 +395,17 @@ fn definitions_in_every_format() {
             definitions[0]
         );
     }
+    // `strict` is explicit, and true only for the schema strict mode takes
+    // as it is: twin_only's, which has no arguments.
+    let output = run(dir.path(), &["definitions", "--format", "openai-responses"]);
+    let definitions: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let strict: Vec<(&str, &Value)> = definitions
+        .iter()
+        .map(|d| (d["name"].as_str().unwrap(), &d["strict"]))
+        .collect();
+    for (name, strict) in strict {
+        assert_eq!(strict, &json!(name == "twin_only"), "{name}");
+    }
     let output = run(dir.path(), &["definitions", "--format", "gemini"]);
     assert_eq!(output.status.code(), Some(2));
 }
@@ -452,6 +463,73 @@ fn run_calls_answers_in_the_same_format() {
     std::fs::write(&response, "{ not json").unwrap();
     let output = run(dir.path(), &["run-calls", response.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn run_calls_with_no_tool_calls_prints_an_empty_list() {
+    let dir = tools_dir();
+    let final_answers = [
+        (
+            json!({ "object": "chat.completion", "choices": [{ "index": 0, "finish_reason": "stop",
+                "message": { "role": "assistant", "content": "Done." } }] }),
+            json!([]),
+        ),
+        (
+            json!({ "object": "response", "output": [{ "type": "message", "role": "assistant",
+                "content": [{ "type": "output_text", "text": "Done." }] }] }),
+            json!([]),
+        ),
+        (
+            json!({ "type": "message", "role": "assistant",
+                "content": [{ "type": "text", "text": "Done." }], "stop_reason": "end_turn" }),
+            json!({ "role": "user", "content": [] }),
+        ),
+    ];
+    for (document, expected) in final_answers {
+        let output = run_with_stdin(dir.path(), &["run-calls"], &document.to_string());
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{document}: {}",
+            stderr(&output)
+        );
+        let printed: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(printed, expected, "{document}");
+    }
+    let output = run_with_stdin(dir.path(), &["run-calls", "--format", "mcp"], "[]");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&output.stdout).unwrap(),
+        json!([])
+    );
+}
+
+#[test]
+fn run_calls_answers_a_custom_tool_call_with_an_error_of_its_own() {
+    let dir = tools_dir();
+    let response = json!({ "object": "response", "output": [
+        { "type": "custom_tool_call", "call_id": "call_custom", "name": "patch", "input": "free text" },
+        { "type": "function_call", "call_id": "call_fn", "name": "echo", "arguments": "{\"text\":\"hi\"}" }
+    ] });
+    let output = run_with_stdin(
+        dir.path(),
+        &["--json", "run-calls", "-"],
+        &response.to_string(),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["format"], "openai-responses");
+    assert_eq!(
+        report["results"][0]["type"], "custom_tool_call_output",
+        "{report}"
+    );
+    assert_eq!(report["results"][0]["call_id"], "call_custom");
+    assert_eq!(report["calls"][0]["error_kind"], "unsupported");
+    assert_eq!(
+        report["results"][1],
+        json!({ "type": "function_call_output", "call_id": "call_fn", "output": "hi" })
+    );
+    assert_eq!(report["calls"][1]["is_error"], false);
 }
 
 #[test]

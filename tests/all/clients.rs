@@ -1,15 +1,17 @@
 //! toolcage driven by real clients: the official MCP Python SDK against
 //! `toolcage serve`, over stdio and Streamable HTTP, on 2026-07-28 and the
 //! older revisions, its life cycle (graceful shutdown, stateless replicas)
-//! and hot reload (`tests/clients/`, run with pytest in the venv that
-//! `clients_python` installs).
+//! and hot reload; and `definitions` and `run-calls` checked against the
+//! types of the official `openai`, `anthropic` and `mcp` SDKs
+//! (`tests/clients/`, run with pytest in the venv that `clients_python`
+//! installs).
 
 use std::process::Command;
 
 use toolcage_tests::{clients_python, guests, toolcage_bin};
 
 #[test]
-fn mcp_python_sdk() {
+fn python_client_sdks() {
     let tools = tempfile::tempdir().unwrap();
     std::fs::copy(guests::FIXTURE_ECHO, tools.path().join("echo.wasm")).unwrap();
     std::fs::copy(
@@ -17,7 +19,7 @@ fn mcp_python_sdk() {
         tools.path().join("misbehave.wasm"),
     )
     .unwrap();
-    // The hot-reload tests copy these into the directories they watch.
+    // The hot-reload and format tests copy these into directories of their own.
     let fixtures = tempfile::tempdir().unwrap();
     std::fs::copy(guests::FIXTURE_ECHO, fixtures.path().join("echo.wasm")).unwrap();
     std::fs::copy(
@@ -41,7 +43,7 @@ fn mcp_python_sdk() {
     );
     assert!(
         output.status.success(),
-        "the MCP client tests failed:\n{report}"
+        "the client tests failed:\n{report}"
     );
     assert!(report.contains(" passed"), "no client test ran:\n{report}");
 }

@@ -1,10 +1,11 @@
 """Starts `toolcage serve` for the MCP client tests, over stdio or Streamable HTTP.
 
-The Rust test `clients::mcp_python_sdk` runs these with:
+The Rust test `clients::python_client_sdks` runs these with:
 - TOOLCAGE_BIN: the toolcage binary;
 - TOOLCAGE_TOOLS: a directory holding the `echo` and `misbehave` fixtures;
-- TOOLCAGE_FIXTURES: a directory holding `echo.wasm` and `echo_twin.wasm`, for
-  the hot-reload tests to copy.
+- TOOLCAGE_FIXTURES: a directory holding `echo.wasm` and `echo_twin.wasm`
+  (whose `twin_only` tool has a strict-ready schema), for the hot-reload and
+  format tests to copy.
 """
 
 import os

@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 
 use super::cache::{self, ResultCache};
 use super::events::{AgentEvent, Metrics, now_ms};
-use super::formats::{Format, ParseError, ToolCall, parse_calls, render_results};
+use super::formats::{CallKind, Format, ParseError, ToolCall, parse_calls, render_results};
 use super::permissions::{Approval, ApprovalRequest, Approver, Permission, Permissions};
 use crate::{
     Arguments, CallOptions, CallResult, CancelToken, ErrorKind, GuestEvent, LiveRegistry, Logs,
@@ -68,8 +68,10 @@ type EventSink = Arc<dyn Fn(AgentEvent) + Send + Sync>;
 /// has more than one call and every call names a tool that claims to be
 /// read-only; otherwise it runs them one by one, in order. A call to an
 /// unknown tool does not make a batch serial: it cannot run, and returns
-/// [`ErrorKind::NotFound`]. Results always come back in the calls' order,
-/// each with its call's id.
+/// [`ErrorKind::NotFound`]. A call of a kind toolcage cannot run (a
+/// [`CallKind::Custom`] call) does not run either: it returns
+/// [`ErrorKind::Unsupported`], and the calls beside it run as usual. Results
+/// always come back in the calls' order, each with its call's id.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -79,8 +81,8 @@ type EventSink = Arc<dyn Fn(AgentEvent) + Send + Sync>;
 /// let runner = Runner::new(Arc::new(registry)).permissions(Permissions::allow_all());
 /// let tools = agent::definitions(&runner.registry(), Format::Anthropic); // send with the request
 /// let (format, calls) = agent::parse_calls(&response, None)?;
-/// let results = runner.run(calls).await;
-/// let reply = agent::render_results(format, &results); // send back to the model
+/// let results = runner.run(calls.clone()).await;
+/// let reply = agent::render_results(format, &calls, &results); // send back to the model
 /// # Ok(())
 /// # }
 /// ```
@@ -193,8 +195,8 @@ impl Runner {
     }
 
     /// Whether a batch of `calls` would run concurrently: more than one
-    /// call, a concurrency cap above 1, and every call to a known tool is
-    /// to one that claims to be read-only.
+    /// call, a concurrency cap above 1, and every function call to a known
+    /// tool is to one that claims to be read-only.
     pub fn runs_concurrently(&self, calls: &[ToolCall]) -> bool {
         self.concurrent_on(&self.registry.current(), calls)
     }
@@ -203,9 +205,10 @@ impl Runner {
         calls.len() > 1
             && self.concurrency > 1
             && calls.iter().all(|call| {
-                registry
-                    .tool(&call.name)
-                    .is_none_or(|tool| tool.descriptor.hints.read_only)
+                call.kind != CallKind::Function
+                    || registry
+                        .tool(&call.name)
+                        .is_none_or(|tool| tool.descriptor.hints.read_only)
             })
     }
 
@@ -240,8 +243,8 @@ impl Runner {
         format: Option<Format>,
     ) -> Result<(Format, Value), ParseError> {
         let (format, calls) = parse_calls(document, format)?;
-        let results = self.run(calls).await;
-        Ok((format, render_results(format, &results)))
+        let results = self.run(calls.clone()).await;
+        Ok((format, render_results(format, &calls, &results)))
     }
 
     async fn run_serially(&self, registry: &Registry, calls: Vec<ToolCall>) -> Vec<CallReport> {
@@ -320,8 +323,8 @@ impl Runner {
             .collect()
     }
 
-    /// The checks before a call runs: cancellation, an earlier refusal,
-    /// then the permission rules and the approver.
+    /// The checks before a call runs: its kind, cancellation, an earlier
+    /// refusal, then the permission rules and the approver.
     async fn gate(
         &self,
         registry: &Registry,
@@ -329,6 +332,16 @@ impl Runner {
         refused: &mut Option<ToolCall>,
     ) -> Gate {
         let tool = &call.call.name;
+        if call.call.kind != CallKind::Function {
+            let output = format!(
+                "Not run: `{tool}` was called as a custom tool, with free-text input, and these tools run only as function calls with JSON arguments. Call one of the function tools instead."
+            );
+            return Gate::Done(Box::new(refusal(
+                &call.call,
+                ErrorKind::Unsupported,
+                output,
+            )));
+        }
         if self.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
             return Gate::Done(Box::new(not_started(&call.call)));
         }
@@ -412,6 +425,7 @@ impl Runner {
                     id,
                     name,
                     arguments,
+                    kind: _,
                 },
             parsed,
         } = call;

@@ -97,8 +97,8 @@ impl FromStr for Format {
 /// The definitions of every tool of `registry`, in registration order, as a
 /// JSON array of `format`'s tool objects:
 ///
-/// - OpenAI Chat Completions: `{type: "function", function: {name, description, parameters}}`;
-/// - OpenAI Responses: `{type: "function", name, description, parameters}`;
+/// - OpenAI Chat Completions: `{type: "function", function: {name, description, parameters, strict}}`;
+/// - OpenAI Responses: `{type: "function", name, description, parameters, strict}`;
 /// - Anthropic Messages: `{name, description, input_schema}`;
 /// - MCP: `Tool` objects `{name, title?, description, inputSchema,
 ///   outputSchema?, annotations: {readOnlyHint, destructiveHint,
@@ -106,6 +106,13 @@ impl FromStr for Format {
 ///
 /// Only MCP carries the title, output schema and hints: the provider formats
 /// have no place for them.
+///
+/// Both OpenAI formats carry `strict` explicitly, as [`strict_compatible`]
+/// decides: `true` only for an input schema that OpenAI's strict mode accepts
+/// as it is, `false` for every other. The Responses API takes a missing
+/// `strict` as `true`, which would make every optional argument required
+/// (or reject the schema); Chat Completions takes it as `false`, and says the
+/// same when told.
 pub fn definitions(registry: &Registry, format: Format) -> Value {
     Value::Array(
         registry
@@ -128,13 +135,19 @@ pub fn definition(descriptor: &Descriptor, format: Format) -> Value {
     match format {
         Format::OpenAi => json!({
             "type": "function",
-            "function": { "name": name, "description": description, "parameters": input_schema },
+            "function": {
+                "name": name,
+                "description": description,
+                "parameters": input_schema,
+                "strict": strict_compatible(input_schema),
+            },
         }),
         Format::OpenAiResponses => json!({
             "type": "function",
             "name": name,
             "description": description,
             "parameters": input_schema,
+            "strict": strict_compatible(input_schema),
         }),
         Format::Anthropic => {
             json!({ "name": name, "description": description, "input_schema": input_schema })
@@ -164,6 +177,225 @@ pub fn definition(descriptor: &Descriptor, format: Format) -> Value {
     }
 }
 
+/// Whether OpenAI's strict mode (Structured Outputs) accepts `schema`, a
+/// function's parameters, exactly as it is: the `strict` flag of both OpenAI
+/// formats' definitions.
+///
+/// Strict mode constrains the model's arguments to the schema, and accepts
+/// only a subset of JSON Schema: OpenAI's guide to Structured Outputs
+/// ("Supported schemas"). This predicate is conservative: `true` means the
+/// schema keeps to that documented subset; a schema using anything else
+/// (even something the API might tolerate) is `false`, and is then sent
+/// without strict mode. It is `true` when:
+///
+/// - the root is an object schema (`type: "object"`), not an `anyOf`;
+/// - every object schema has `properties`, `additionalProperties: false`,
+///   and lists every property in `required` (strict mode has no optional
+///   properties; a schema emulates one with a `null` type in a union);
+/// - every schema has a `type` (a string or an array of `string`, `number`,
+///   `integer`, `boolean`, `object`, `array`, `null`) or is an `anyOf` or a
+///   `$ref`; an array schema has a single `items` schema;
+/// - every keyword is one of `type`, `description`, `title`, `enum`,
+///   `const`, `anyOf`, `properties`, `required`, `additionalProperties`,
+///   `items`, `minItems`, `maxItems`, `pattern`, `format`, `minimum`,
+///   `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf`, plus
+///   `$defs` / `definitions` at the root and `$ref` (a local `#…` pointer,
+///   alone in its schema); so no `default`, `minLength`, `maxLength`,
+///   `oneOf`, `allOf`, `not`, `if`, `patternProperties`, `uniqueItems`, …;
+/// - a `format` is one of `date-time`, `time`, `date`, `duration`, `email`,
+///   `hostname`, `ipv4`, `ipv6`, `uuid`;
+/// - the documented limits hold: no schema more than 10 levels below the
+///   root (a property's or an array's items schema is one level below its
+///   parent; so at most 10 levels of objects), 5000 properties in all, 1000 enum values in all, 120,000
+///   characters of property names, definition names, enum values and const
+///   values in all, and 15,000 characters of values for an enum of more than
+///   250 strings.
+pub fn strict_compatible(schema: &Value) -> bool {
+    let Some(root) = schema.as_object() else {
+        return false;
+    };
+    if root.contains_key("anyOf") || root.get("type") != Some(&json!("object")) {
+        return false;
+    }
+    let mut totals = StrictTotals::default();
+    for key in ["$defs", "definitions"] {
+        if let Some(definitions) = root.get(key) {
+            let Some(definitions) = definitions.as_object() else {
+                return false;
+            };
+            for (name, definition) in definitions {
+                totals.characters += name.chars().count();
+                // A definition is used below the root: checked as a property is.
+                if !strict_schema(definition, 1, &mut totals) {
+                    return false;
+                }
+            }
+        }
+    }
+    strict_schema(schema, 0, &mut totals)
+        && totals.properties <= 5000
+        && totals.enum_values <= 1000
+        && totals.characters <= 120_000
+}
+
+/// What [`strict_compatible`] counts across a whole schema.
+#[derive(Default)]
+struct StrictTotals {
+    properties: usize,
+    enum_values: usize,
+    characters: usize,
+}
+
+/// One schema of [`strict_compatible`], `depth` levels below the root.
+fn strict_schema(schema: &Value, depth: usize, totals: &mut StrictTotals) -> bool {
+    const KEYWORDS: [&str; 21] = [
+        "type",
+        "description",
+        "title",
+        "enum",
+        "const",
+        "anyOf",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "minItems",
+        "maxItems",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "$defs",
+        "definitions",
+    ];
+    const TYPES: [&str; 7] = [
+        "string", "number", "integer", "boolean", "object", "array", "null",
+    ];
+    const FORMATS: [&str; 9] = [
+        "date-time",
+        "time",
+        "date",
+        "duration",
+        "email",
+        "hostname",
+        "ipv4",
+        "ipv6",
+        "uuid",
+    ];
+    let Some(object) = schema.as_object() else {
+        return false;
+    };
+    if depth > 10 {
+        return false;
+    }
+    if let Some(reference) = object.get("$ref") {
+        return object.len() == 1 && reference.as_str().is_some_and(|r| r.starts_with('#'));
+    }
+    if object.keys().any(|key| {
+        !KEYWORDS.contains(&key.as_str())
+            || (matches!(key.as_str(), "$defs" | "definitions") && depth > 0)
+    }) {
+        return false;
+    }
+    let types: Vec<&str> = match object.get("type") {
+        Some(Value::String(name)) => vec![name.as_str()],
+        Some(Value::Array(names)) if !names.is_empty() => {
+            let names: Option<Vec<&str>> = names.iter().map(Value::as_str).collect();
+            match names {
+                Some(names) => names,
+                None => return false,
+            }
+        }
+        Some(_) => return false,
+        None if object.contains_key("anyOf") => Vec::new(),
+        None => return false,
+    };
+    if !types.iter().all(|t| TYPES.contains(t)) {
+        return false;
+    }
+    if let Some(format) = object.get("format")
+        && !format.as_str().is_some_and(|f| FORMATS.contains(&f))
+    {
+        return false;
+    }
+    if let Some(values) = object.get("enum") {
+        let Some(values) = values.as_array() else {
+            return false;
+        };
+        totals.enum_values += values.len();
+        let characters: usize = values
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|v| v.chars().count())
+            .sum();
+        let strings = values.iter().filter(|v| v.is_string()).count();
+        if strings > 250 && characters > 15_000 {
+            return false;
+        }
+        totals.characters += characters;
+    }
+    if let Some(Value::String(value)) = object.get("const") {
+        totals.characters += value.chars().count();
+    }
+    if let Some(variants) = object.get("anyOf") {
+        let Some(variants) = variants.as_array().filter(|v| !v.is_empty()) else {
+            return false;
+        };
+        if !variants.iter().all(|v| strict_schema(v, depth, totals)) {
+            return false;
+        }
+    }
+    let is_object = types.contains(&"object") || object.contains_key("properties");
+    if is_object {
+        let Some(properties) = object.get("properties").and_then(Value::as_object) else {
+            return false;
+        };
+        if object.get("additionalProperties") != Some(&Value::Bool(false)) {
+            return false;
+        }
+        let required: Option<Vec<&str>> = match object.get("required") {
+            None => Some(Vec::new()),
+            Some(Value::Array(names)) => names.iter().map(Value::as_str).collect(),
+            Some(_) => None,
+        };
+        let Some(required) = required else {
+            return false;
+        };
+        let listed: std::collections::HashSet<&str> = required.iter().copied().collect();
+        if listed.len() != required.len()
+            || listed.len() != properties.len()
+            || !properties.keys().all(|name| listed.contains(name.as_str()))
+        {
+            return false;
+        }
+        totals.properties += properties.len();
+        for (name, property) in properties {
+            totals.characters += name.chars().count();
+            if !strict_schema(property, depth + 1, totals) {
+                return false;
+            }
+        }
+    } else if object.contains_key("additionalProperties") || object.contains_key("required") {
+        return false;
+    }
+    if types.contains(&"array") {
+        match object.get("items") {
+            Some(items @ Value::Object(_)) => {
+                if !strict_schema(items, depth + 1, totals) {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+    } else if object.contains_key("items") {
+        return false;
+    }
+    true
+}
+
 /// One tool call a model asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
@@ -172,12 +404,15 @@ pub struct ToolCall {
     /// The tool's name, as the model wrote it.
     pub name: String,
     /// The arguments: JSON text as the model wrote it (OpenAI's formats), or
-    /// a value (Anthropic's `input`, MCP's `arguments`).
+    /// a value (Anthropic's `input`, MCP's `arguments`). For a custom tool
+    /// call, its free-text `input` as a JSON string.
     pub arguments: Arguments,
+    /// What kind of call it is: only [`CallKind::Function`] calls run.
+    pub kind: CallKind,
 }
 
 impl ToolCall {
-    /// A call with id `id` of tool `name`.
+    /// A function call with id `id` of tool `name`.
     pub fn new(
         id: impl Into<String>,
         name: impl Into<String>,
@@ -187,8 +422,42 @@ impl ToolCall {
             id: id.into(),
             name: name.into(),
             arguments: arguments.into(),
+            kind: CallKind::Function,
         }
     }
+
+    /// A custom tool call with id `id` of tool `name`, with free-text `input`.
+    pub fn custom(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        input: impl Into<String>,
+    ) -> Self {
+        ToolCall {
+            kind: CallKind::Custom,
+            ..ToolCall::new(id, name, Value::String(input.into()))
+        }
+    }
+}
+
+/// The kind of a [`ToolCall`]: which tools it calls, and so whether
+/// toolcage can run it and what shape its result takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CallKind {
+    /// A call of a function tool with JSON arguments: Chat Completions
+    /// `type: "function"`, a Responses `function_call`, an Anthropic
+    /// `tool_use`, an MCP `tools/call`. The kind toolcage's tools are defined
+    /// as, and the only kind a [`Runner`](super::Runner) runs.
+    Function,
+    /// A call of an OpenAI custom tool, whose input is free text: Chat
+    /// Completions `type: "custom"`, a Responses `custom_tool_call`.
+    /// toolcage's tools take JSON arguments, so it never runs one: its result
+    /// is an [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported) error
+    /// of its own, rendered as the provider expects for that call (a
+    /// Responses `custom_tool_call_output`), and the calls beside it run as
+    /// usual.
+    Custom,
 }
 
 /// A document that holds no tool calls the parser can read.
@@ -230,9 +499,9 @@ pub enum ParseError {
 /// - an object with `output`: OpenAI Responses;
 /// - an object with `jsonrpc` or `method`: MCP;
 /// - an object with a `content` array: Anthropic Messages;
-/// - an array: by its first item with a telling shape (`function`:
-///   OpenAI's `tool_calls`; `type` `function_call`, `message` or
-///   `reasoning`: a Responses `output`; `type` `tool_use`, `text` or
+/// - an array: by its first item with a telling shape (`function` or
+///   `custom`: OpenAI's `tool_calls`; `type` `function_call`,
+///   `custom_tool_call`, `message` or `reasoning`: a Responses `output`; `type` `tool_use`, `text` or
 ///   `thinking`: an Anthropic `content`; `jsonrpc` or `method`: MCP).
 pub fn detect(document: &Value) -> Result<Format, ParseError> {
     match document {
@@ -273,16 +542,19 @@ pub fn detect(document: &Value) -> Result<Format, ParseError> {
 
 fn detect_item(item: &Value) -> Option<Format> {
     let object = item.as_object()?;
-    if object.contains_key("function") {
+    if object.contains_key("function") || object.contains_key("custom") {
         return Some(Format::OpenAi);
     }
     if object.contains_key("jsonrpc") || object.contains_key("method") {
         return Some(Format::Mcp);
     }
     match object.get("type").and_then(Value::as_str)? {
-        "function_call" | "message" | "reasoning" | "function_call_output" => {
-            Some(Format::OpenAiResponses)
-        }
+        "function_call"
+        | "custom_tool_call"
+        | "message"
+        | "reasoning"
+        | "function_call_output"
+        | "custom_tool_call_output" => Some(Format::OpenAiResponses),
         "tool_use" | "text" | "thinking" | "redacted_thinking" | "server_tool_use" => {
             Some(Format::Anthropic)
         }
@@ -295,18 +567,33 @@ fn detect_item(item: &Value) -> Option<Format> {
 ///
 /// What each format accepts:
 ///
-/// - OpenAI Chat Completions: a chat completion (its `choices[0].message`),
-///   an assistant message, or its `tool_calls` array; each call is
+/// - OpenAI Chat Completions: a chat completion, an assistant message, or
+///   its `tool_calls` array; each call is
 ///   `{id, type: "function", function: {name, arguments}}`, and `arguments`
-///   is kept as the JSON text the model wrote;
+///   is kept as the JSON text the model wrote; a custom tool call
+///   `{id, type: "custom", custom: {name, input}}` is a [`CallKind::Custom`]
+///   call. Of a completion with several choices (a request with `n` above
+///   1), only the first choice's message is read, as the SDKs' examples
+///   continue from it: the choices are alternative replies, and only one of
+///   them goes on in the conversation; to continue from another, pass its
+///   `message`;
 /// - OpenAI Responses: a response object (its `output`) or the `output`
 ///   array; its `function_call` items `{call_id, name, arguments}` are the
-///   calls, other items (messages, reasoning) are skipped;
+///   calls, and its `custom_tool_call` items `{call_id, name, input}` are
+///   [`CallKind::Custom`] calls; other items are skipped: messages,
+///   reasoning, and the calls of OpenAI's built-in tools, which OpenAI runs
+///   itself (web and file search, code interpreter, image generation,
+///   remote MCP) or which answer to tools the embedder declared itself, not
+///   toolcage's (computer use, shell, local shell, apply patch, MCP
+///   approval requests);
 /// - Anthropic Messages: a message or its `content` array; its `tool_use`
 ///   blocks `{id, name, input}` are the calls, other blocks are skipped;
 /// - MCP: a JSON-RPC `tools/call` request or an array of them; `params`
 ///   `{name, arguments?}` (missing `arguments` is `{}`), and the call's id is
 ///   the request's `id` as text.
+///
+/// A document with no tool calls (a model's final answer, the normal last
+/// turn of an agent loop) is not an error: it has an empty list.
 ///
 /// Malformed arguments are not an error here: running the call reports them
 /// to the model as [`ErrorKind::InvalidArguments`](crate::ErrorKind::InvalidArguments).
@@ -363,20 +650,35 @@ fn parse_openai(root: At<'_>) -> Result<Vec<ToolCall>, ParseError> {
     let mut calls = Vec::new();
     for call in tool_calls.array()? {
         call.object()?;
-        if let Some(kind) = call.get("type") {
-            let kind = kind.str()?;
-            if kind != "function" {
+        let id = call.field("id")?.str()?.to_string();
+        let kind = match call.get("type") {
+            Some(kind) => kind.str()?,
+            None => "function",
+        };
+        match kind {
+            "function" => {
+                let function = call.field("function")?;
+                calls.push(ToolCall {
+                    id,
+                    name: function.field("name")?.str()?.to_string(),
+                    arguments: function.field("arguments")?.arguments(),
+                    kind: CallKind::Function,
+                });
+            }
+            "custom" => {
+                let custom = call.field("custom")?;
+                calls.push(ToolCall::custom(
+                    id,
+                    custom.field("name")?.str()?,
+                    custom.field("input")?.str()?,
+                ));
+            }
+            other => {
                 return Err(call.field("type")?.invalid(&format!(
-                    "only `function` tool calls can be run, not `{kind}`"
+                    "expected a `function` or `custom` tool call, not `{other}`"
                 )));
             }
         }
-        let function = call.field("function")?;
-        calls.push(ToolCall {
-            id: call.field("id")?.str()?.to_string(),
-            name: function.field("name")?.str()?.to_string(),
-            arguments: function.field("arguments")?.arguments(),
-        });
     }
     Ok(calls)
 }
@@ -390,15 +692,19 @@ fn parse_responses(root: At<'_>) -> Result<Vec<ToolCall>, ParseError> {
     let mut calls = Vec::new();
     for item in output.array()? {
         item.object()?;
-        if item
-            .get("type")
-            .is_some_and(|t| t.value.as_str() == Some("function_call"))
-        {
-            calls.push(ToolCall {
+        match item.get("type").and_then(|t| t.value.as_str()) {
+            Some("function_call") => calls.push(ToolCall {
                 id: item.field("call_id")?.str()?.to_string(),
                 name: item.field("name")?.str()?.to_string(),
                 arguments: item.field("arguments")?.arguments(),
-            });
+                kind: CallKind::Function,
+            }),
+            Some("custom_tool_call") => calls.push(ToolCall::custom(
+                item.field("call_id")?.str()?,
+                item.field("name")?.str()?,
+                item.field("input")?.str()?,
+            )),
+            _ => {}
         }
     }
     Ok(calls)
@@ -421,6 +727,7 @@ fn parse_anthropic(root: At<'_>) -> Result<Vec<ToolCall>, ParseError> {
                 id: block.field("id")?.str()?.to_string(),
                 name: block.field("name")?.str()?.to_string(),
                 arguments: Arguments::Value(block.field("input")?.value.clone()),
+                kind: CallKind::Function,
             });
         }
     }
@@ -463,6 +770,7 @@ fn parse_mcp(root: At<'_>) -> Result<Vec<ToolCall>, ParseError> {
             id,
             name: params.field("name")?.str()?.to_string(),
             arguments: Arguments::Value(arguments),
+            kind: CallKind::Function,
         });
     }
     Ok(calls)
@@ -556,10 +864,16 @@ fn kind(value: &Value) -> &'static str {
 /// `output` goes to the model (with its error flag where the format has
 /// one); `details`, logs and metrics are for the embedder.
 ///
+/// `calls` are the calls the results answer, as parsed: a result takes the
+/// shape its call's [`CallKind`] needs, found by the call id. A result whose
+/// id is not among them answers a function call.
+///
 /// - OpenAI Chat Completions: an array of messages
-///   `{role: "tool", tool_call_id, content}`, one per result;
+///   `{role: "tool", tool_call_id, content}`, one per result, for function
+///   and custom calls alike;
 /// - OpenAI Responses: an array of input items
-///   `{type: "function_call_output", call_id, output}`;
+///   `{type: "function_call_output", call_id, output}`, and
+///   `{type: "custom_tool_call_output", call_id, output}` for a custom call;
 /// - Anthropic Messages: ONE user message
 ///   `{role: "user", content: [{type: "tool_result", tool_use_id, content, is_error}]}`;
 /// - MCP: an array of `CallToolResult` objects
@@ -567,7 +881,21 @@ fn kind(value: &Value) -> &'static str {
 ///   call order, each to be sent as the result of its request's JSON-RPC
 ///   response; `structuredContent` is the `details` of a successful call,
 ///   as MCP requires of tools that declare an output schema.
-pub fn render_results(format: Format, results: &[CallResult]) -> Value {
+///
+/// No results (a response with no tool calls) is an empty array, or for
+/// Anthropic a user message with an empty `content`: there is nothing to
+/// send back, the model's turn is over.
+pub fn render_results(format: Format, calls: &[ToolCall], results: &[CallResult]) -> Value {
+    let kinds: std::collections::HashMap<&str, CallKind> = calls
+        .iter()
+        .map(|call| (call.id.as_str(), call.kind))
+        .collect();
+    let kind_of = |result: &CallResult| {
+        kinds
+            .get(result.call_id.as_str())
+            .copied()
+            .unwrap_or(CallKind::Function)
+    };
     match format {
         Format::OpenAi => results
             .iter()
@@ -575,7 +903,13 @@ pub fn render_results(format: Format, results: &[CallResult]) -> Value {
             .collect(),
         Format::OpenAiResponses => results
             .iter()
-            .map(|r| json!({ "type": "function_call_output", "call_id": r.call_id, "output": r.output }))
+            .map(|r| {
+                let kind = match kind_of(r) {
+                    CallKind::Function => "function_call_output",
+                    CallKind::Custom => "custom_tool_call_output",
+                };
+                json!({ "type": kind, "call_id": r.call_id, "output": r.output })
+            })
             .collect(),
         Format::Anthropic => {
             let content: Vec<Value> = results
@@ -590,7 +924,10 @@ pub fn render_results(format: Format, results: &[CallResult]) -> Value {
             .iter()
             .map(|r| {
                 let mut result = Map::new();
-                result.insert("content".into(), json!([{ "type": "text", "text": r.output }]));
+                result.insert(
+                    "content".into(),
+                    json!([{ "type": "text", "text": r.output }]),
+                );
                 if let Some(details) = r.details.as_ref().filter(|_| !r.is_error) {
                     result.insert("structuredContent".into(), details.clone());
                 }
@@ -598,5 +935,167 @@ pub fn render_results(format: Format, results: &[CallResult]) -> Value {
                 Value::Object(result)
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An object schema that strict mode accepts, with `extra` merged into
+    /// the property `p`'s schema.
+    fn with_property(extra: Value) -> Value {
+        let mut property = json!({ "type": "string", "description": "A value." });
+        for (key, value) in extra.as_object().unwrap() {
+            property[key] = value.clone();
+        }
+        json!({
+            "type": "object",
+            "properties": { "p": property },
+            "required": ["p"],
+            "additionalProperties": false
+        })
+    }
+
+    #[test]
+    fn strict_mode_accepts_the_documented_subset() {
+        let accepted = [
+            json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+            json!({ "type": "object", "properties": {}, "required": [], "additionalProperties": false }),
+            with_property(json!({})),
+            with_property(json!({ "type": ["string", "null"], "title": "P" })),
+            with_property(json!({ "pattern": "^[a-z]+$", "format": "date-time" })),
+            with_property(
+                json!({ "type": "integer", "minimum": 1, "maximum": 9, "multipleOf": 2 }),
+            ),
+            with_property(
+                json!({ "type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1 }),
+            ),
+            with_property(json!({ "enum": ["a", "b"] })),
+            with_property(json!({ "const": "a" })),
+            with_property(json!({
+                "type": "array", "minItems": 1, "maxItems": 3,
+                "items": { "type": "object", "properties": { "x": { "type": "boolean" } },
+                           "required": ["x"], "additionalProperties": false }
+            })),
+            json!({
+                "type": "object",
+                "properties": { "p": { "anyOf": [{ "type": "string" }, { "$ref": "#/$defs/n" }] } },
+                "required": ["p"],
+                "additionalProperties": false,
+                "$defs": { "n": { "type": "object", "properties": { "next": { "anyOf": [{ "$ref": "#/$defs/n" }, { "type": "null" }] } },
+                                  "required": ["next"], "additionalProperties": false } }
+            }),
+        ];
+        for schema in accepted {
+            assert!(strict_compatible(&schema), "{schema}");
+        }
+    }
+
+    #[test]
+    fn strict_mode_refuses_everything_else() {
+        let refused = [
+            // Not an object schema at the root.
+            json!(true),
+            json!({ "type": "array", "items": { "type": "string" } }),
+            json!({ "anyOf": [{ "type": "object", "properties": {}, "additionalProperties": false }] }),
+            // Objects: no properties, extra properties allowed, optional properties.
+            json!({ "type": "object" }),
+            json!({ "type": "object", "properties": {} }),
+            json!({ "type": "object", "properties": {}, "additionalProperties": true }),
+            json!({ "type": "object", "properties": { "p": { "type": "string" } }, "additionalProperties": false }),
+            json!({ "type": "object", "properties": { "p": { "type": "string" } }, "required": ["p", "q"], "additionalProperties": false }),
+            json!({ "type": "object", "properties": { "p": { "type": "string" } }, "required": ["p", "p"], "additionalProperties": false }),
+            with_property(
+                json!({ "type": "object", "properties": {}, "additionalProperties": {} }),
+            ),
+            // Keywords outside the subset.
+            with_property(json!({ "default": "x" })),
+            with_property(json!({ "minLength": 1 })),
+            with_property(json!({ "maxLength": 9 })),
+            with_property(json!({ "format": "uri" })),
+            with_property(
+                json!({ "type": "array", "items": { "type": "string" }, "uniqueItems": true }),
+            ),
+            with_property(json!({ "oneOf": [{ "type": "string" }] })),
+            with_property(json!({ "$ref": "#/$defs/x", "description": "siblings" })),
+            with_property(json!({ "$ref": "https://example.com/schema" })),
+            json!({ "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {}, "additionalProperties": false }),
+            // Types: missing, unknown; arrays without one items schema.
+            json!({ "type": "object", "properties": { "p": { "description": "anything" } }, "required": ["p"], "additionalProperties": false }),
+            with_property(json!({ "type": "text" })),
+            with_property(json!({ "type": "array" })),
+            with_property(json!({ "type": "array", "items": [{ "type": "string" }] })),
+            with_property(json!({ "anyOf": [] })),
+        ];
+        for schema in refused {
+            assert!(!strict_compatible(&schema), "{schema}");
+        }
+    }
+
+    #[test]
+    fn strict_mode_limits_hold() {
+        // A leaf 10 levels below the root (10 levels of objects), then 11.
+        let nested = |levels: usize| {
+            let mut schema = json!({ "type": "string" });
+            for _ in 0..levels {
+                schema = json!({ "type": "object", "properties": { "p": schema }, "required": ["p"], "additionalProperties": false });
+            }
+            schema
+        };
+        assert!(strict_compatible(&nested(10)));
+        assert!(!strict_compatible(&nested(11)));
+
+        let many = |count: usize| {
+            let names: Vec<String> = (0..count).map(|i| format!("p{i}")).collect();
+            let properties: Map<String, Value> = names
+                .iter()
+                .map(|name| (name.clone(), json!({ "type": "boolean" })))
+                .collect();
+            json!({ "type": "object", "properties": properties, "required": names, "additionalProperties": false })
+        };
+        assert!(strict_compatible(&many(5000)));
+        assert!(!strict_compatible(&many(5001)));
+
+        let values = |count: usize, length: usize| {
+            let values: Vec<String> = (0..count).map(|i| format!("{i:0length$}")).collect();
+            with_property(json!({ "enum": values }))
+        };
+        assert!(strict_compatible(&values(1000, 4)));
+        assert!(
+            !strict_compatible(&values(1001, 4)),
+            "1000 enum values in all"
+        );
+        assert!(strict_compatible(&values(300, 50)));
+        assert!(
+            !strict_compatible(&values(300, 51)),
+            "15,000 characters in a large enum"
+        );
+        assert!(
+            !strict_compatible(&with_property(json!({ "const": "x".repeat(120_001) }))),
+            "120,000 characters in all"
+        );
+    }
+
+    #[test]
+    fn definitions_carry_strict_in_both_openai_formats() {
+        let descriptor = |input_schema: Value| Descriptor {
+            name: "t".into(),
+            title: None,
+            description: "T.".into(),
+            input_schema,
+            output_schema: None,
+            hints: Default::default(),
+        };
+        let strict = descriptor(with_property(json!({})));
+        let loose = descriptor(json!({ "type": "object" }));
+        for (descriptor, expected) in [(&strict, true), (&loose, false)] {
+            let chat = definition(descriptor, Format::OpenAi);
+            assert_eq!(chat["function"]["strict"], json!(expected), "{chat}");
+            let responses = definition(descriptor, Format::OpenAiResponses);
+            assert_eq!(responses["strict"], json!(expected), "{responses}");
+            let anthropic = definition(descriptor, Format::Anthropic);
+            assert!(anthropic.get("strict").is_none(), "{anthropic}");
+        }
     }
 }

@@ -16,8 +16,8 @@
 //!     .permissions(Permissions::allow_all().rule("write_*", Permission::Ask)?)
 //!     .approver(|request: agent::ApprovalRequest| async move { agent::Approval::Approve });
 //! let (format, calls) = agent::parse_calls(&response, None)?; // the model's reply
-//! let results = runner.run(calls).await;
-//! let messages = agent::render_results(format, &results); // append to the conversation
+//! let results = runner.run(calls.clone()).await;
+//! let messages = agent::render_results(format, &calls, &results); // append to the conversation
 //! # Ok(())
 //! # }
 //! ```
@@ -45,8 +45,8 @@ pub use batch::{CallReport, OnDenial, Runner};
 pub use cache::ResultCache;
 pub use events::{AgentEvent, Metrics};
 pub use formats::{
-    Format, ParseError, ToolCall, UnknownFormat, definition, definitions, detect, parse_calls,
-    render_results,
+    CallKind, Format, ParseError, ToolCall, UnknownFormat, definition, definitions, detect,
+    parse_calls, render_results, strict_compatible,
 };
 pub use permissions::{
     Approval, ApprovalRequest, Approver, Permission, Permissions, PermissionsError,

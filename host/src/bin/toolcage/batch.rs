@@ -6,13 +6,14 @@ use std::io::{BufRead, IsTerminal, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use serde_json::{Value, json};
 use toolcage::Registry;
 use toolcage::agent::{Approval, ApprovalRequest, Format, Permissions, Runner};
 
 /// Runs the calls in the document at `file` (stdin for `-` or none) and
-/// prints the results. Returns whether every call succeeded.
+/// prints the results. Returns whether every call succeeded (so `true` for a
+/// document with no calls, which prints an empty list).
 pub async fn run_calls(
     registry: Registry,
     permissions: Permissions,
@@ -40,13 +41,11 @@ pub async fn run_calls(
     let runner = Runner::new(Arc::new(registry))
         .permissions(permissions)
         .approver(ask_on_terminal);
+    // No tool calls is the model's final answer: an empty list of results.
     let (format, calls) = toolcage::agent::parse_calls(&document, format)?;
-    if calls.is_empty() {
-        bail!("the {} document holds no tool calls", format.title());
-    }
-    let reports = runner.run_reports(calls).await;
+    let reports = runner.run_reports(calls.clone()).await;
     let results: Vec<_> = reports.iter().map(|report| report.result.clone()).collect();
-    let rendered = toolcage::agent::render_results(format, &results);
+    let rendered = toolcage::agent::render_results(format, &calls, &results);
     let printed = if json {
         let calls: Vec<Value> = reports
             .iter()
