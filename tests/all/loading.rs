@@ -229,7 +229,7 @@ async fn every_guest_is_covered() {
     for (name, path) in guests::ALL {
         let loads = match *name {
             "FIXTURE_ECHO" | "FIXTURE_ECHO_TWIN" | "FIXTURE_MISBEHAVE" | "FIXTURE_HIJACK" => true,
-            "FIXTURE_LEFTOVERS" | "FIXTURE_LEFTOVERS_WAT" => true,
+            "FIXTURE_LEFTOVERS" | "FIXTURE_LEFTOVERS_WAT" | "FIXTURE_FSPROBE" => true,
             "TOOLCAGE_FS" | "TOOLCAGE_CALC" => true,
             "FIXTURE_BAD_NAME" | "FIXTURE_BAD_SCHEMA" | "FIXTURE_DESCRIBE_LOOP" => false,
             "FIXTURE_NO_EXPORT" | "FIXTURE_UNKNOWN_IMPORT" | "FIXTURE_MANY_TOOLS" => false,
