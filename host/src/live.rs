@@ -34,7 +34,7 @@ use std::time::{Duration, SystemTime};
 use arc_swap::ArcSwap;
 use tokio::sync::{Mutex, broadcast};
 
-use crate::registry::{Entry, Prepared, is_component_file, read_component_file};
+use crate::registry::{Entry, Prepared, component_name, is_component_file, read_component_file};
 use crate::{Error, FileReport, Registry, Shadowed, Source};
 
 /// A registry whose tool directories can be reloaded while it serves, by
@@ -249,87 +249,19 @@ impl LiveRegistry {
         let mut report = ReloadReport::default();
         let base = self.current();
 
-        // What is in each directory now, and what must be compiled.
-        let mut files: Vec<Option<LiveFile>> = Vec::new();
-        let mut to_prepare = Vec::new();
-        for (dir_index, dir) in self.inner.dirs.iter().enumerate() {
-            let paths = match list_components(dir) {
-                Ok(paths) => paths,
-                Err(error) => {
-                    report.errors.push(format!(
-                        "cannot read tools directory {}: {error}",
-                        dir.display()
-                    ));
-                    let kept = state.files.iter().filter(|f| f.dir == dir_index);
-                    files.extend(kept.cloned().map(Some));
-                    continue;
-                }
-            };
-            for path in paths {
-                let old = state.files.iter().find(|f| f.path == path);
-                let Ok(metadata) = std::fs::metadata(&path) else {
-                    continue; // gone since it was listed
-                };
-                let stamp = Stamp::of(&metadata);
-                let keep = |files: &mut Vec<Option<LiveFile>>, stamp: Stamp| {
-                    if let Some(old) = old {
-                        files.push(Some(LiveFile {
-                            stamp,
-                            ..old.clone()
-                        }));
-                    }
-                };
-                if old.is_some_and(|old| old.stamp == stamp)
-                    || state.rejected.get(&path).is_some_and(|(s, _)| *s == stamp)
-                {
-                    keep(&mut files, old.map_or(stamp, |old| old.stamp));
-                    continue;
-                }
-                if settle.is_some_and(|settle| stamp.is_recent(settle)) {
-                    report.pending.push(path);
-                    keep(&mut files, old.map_or(stamp, |old| old.stamp));
-                    continue;
-                }
-                let bytes = read_component_file(&path).await;
-                let hash = bytes
-                    .as_ref()
-                    .map(|bytes| blake3::hash(bytes).to_hex().to_string())
-                    .unwrap_or_default();
-                if old.is_some_and(|old| old.prepared.component.hash == hash) {
-                    keep(&mut files, stamp); // touched, not changed
-                    continue;
-                }
-                if let Some(rejected) = state.rejected.get_mut(&path)
-                    && rejected.1 == hash
-                    && bytes.is_ok()
-                {
-                    rejected.0 = stamp;
-                    keep(&mut files, old.map_or(stamp, |old| old.stamp));
-                    continue;
-                }
-                to_prepare.push((files.len(), dir_index, path, stamp, hash, bytes));
-                files.push(old.cloned());
-            }
-        }
-
-        // Compile and describe what is new, up to one per core at once.
-        use futures::StreamExt;
-        let parallel = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let base_ref = &base;
-        let prepared: Vec<_> = futures::stream::iter(to_prepare)
-            .map(|(slot, dir, path, stamp, hash, bytes)| async move {
-                let name = crate::registry::component_name(&path);
-                let prepared = base_ref
-                    .prepare(name.clone(), Source::File(path.clone()), bytes)
-                    .await;
-                (slot, dir, path, stamp, hash, name, prepared)
-            })
-            .buffered(parallel)
-            .collect()
-            .await;
+        // What each directory holds now, and what must be compiled.
+        let (mut files, candidates) = self.scan(state, settle, &mut report).await;
         let mut reports: Vec<(usize, FileReport)> = Vec::new();
         let mut compiled: Vec<(usize, PathBuf)> = Vec::new();
-        for (slot, dir, path, stamp, hash, name, prepared) in prepared {
+        for (candidate, name, prepared) in prepare_all(&base, candidates).await {
+            let Candidate {
+                slot,
+                dir,
+                path,
+                stamp,
+                hash,
+                ..
+            } = candidate;
             match prepared {
                 Ok(prepared) => {
                     state.rejected.remove(&path);
@@ -342,6 +274,7 @@ impl LiveRegistry {
                     });
                 }
                 Err(error) => {
+                    // The old version, if any, stays in its slot.
                     tracing::warn!(component = %name, source = %path.display(), "rejected: {error}");
                     state.rejected.insert(path.clone(), (stamp, hash));
                     let report = FileReport {
@@ -364,16 +297,15 @@ impl LiveRegistry {
             .collect();
         state.rejected.retain(|path, _| path.exists());
 
+        // The next snapshot, and what each compiled file got in it.
         let entries = owners(&state.fixed, &base, &files);
         for (slot, path) in compiled {
-            let Some(file) = files.iter().find(|f| f.path == path) else {
-                continue;
-            };
-            reports.push((slot, file_report(file, &entries)));
+            if let Some(file) = files.iter().find(|f| f.path == path) {
+                reports.push((slot, file_report(file, &entries)));
+            }
         }
         reports.sort_by_key(|(slot, _)| *slot);
         report.loaded = reports.into_iter().map(|(_, report)| report).collect();
-
         report.changes = diff(&base, &entries);
         if report.changed() {
             self.inner
@@ -388,6 +320,117 @@ impl LiveRegistry {
         }
         report
     }
+
+    /// Lists the directories: a slot per component file in load order,
+    /// holding its current version (if any), and the files to compile (new,
+    /// or with new content not rejected before).
+    async fn scan(
+        &self,
+        state: &mut State,
+        settle: Option<Duration>,
+        report: &mut ReloadReport,
+    ) -> (Vec<Option<LiveFile>>, Vec<Candidate>) {
+        let mut files: Vec<Option<LiveFile>> = Vec::new();
+        let mut candidates = Vec::new();
+        for (dir_index, dir) in self.inner.dirs.iter().enumerate() {
+            let paths = match list_components(dir) {
+                Ok(paths) => paths,
+                Err(error) => {
+                    let message = format!("cannot read tools directory {}: {error}", dir.display());
+                    report.errors.push(message);
+                    let kept = state.files.iter().filter(|f| f.dir == dir_index);
+                    files.extend(kept.cloned().map(Some));
+                    continue;
+                }
+            };
+            for path in paths {
+                let old = state.files.iter().find(|f| f.path == path);
+                let Ok(metadata) = std::fs::metadata(&path) else {
+                    continue; // gone since it was listed
+                };
+                let stamp = Stamp::of(&metadata);
+                // The current version stays, recording `stamp` as seen.
+                let keep = |files: &mut Vec<Option<LiveFile>>, stamp: Stamp| {
+                    if let Some(old) = old {
+                        files.push(Some(LiveFile {
+                            stamp,
+                            ..old.clone()
+                        }));
+                    }
+                };
+                let seen = old.map_or(stamp, |old| old.stamp);
+                if old.is_some_and(|old| old.stamp == stamp)
+                    || state.rejected.get(&path).is_some_and(|(s, _)| *s == stamp)
+                {
+                    keep(&mut files, seen);
+                    continue;
+                }
+                if settle.is_some_and(|settle| stamp.is_recent(settle)) {
+                    report.pending.push(path);
+                    keep(&mut files, seen);
+                    continue;
+                }
+                let bytes = read_component_file(&path).await;
+                let hash = bytes
+                    .as_ref()
+                    .map(|bytes| blake3::hash(bytes).to_hex().to_string())
+                    .unwrap_or_default();
+                if old.is_some_and(|old| old.prepared.component.hash == hash) {
+                    keep(&mut files, stamp); // touched, not changed
+                    continue;
+                }
+                if let Some(rejected) = state.rejected.get_mut(&path)
+                    && rejected.1 == hash
+                    && bytes.is_ok()
+                {
+                    rejected.0 = stamp;
+                    keep(&mut files, seen);
+                    continue;
+                }
+                candidates.push(Candidate {
+                    slot: files.len(),
+                    dir: dir_index,
+                    path,
+                    stamp,
+                    hash,
+                    bytes,
+                });
+                files.push(old.cloned());
+            }
+        }
+        (files, candidates)
+    }
+}
+
+/// A file to compile, and the slot its version takes.
+struct Candidate {
+    slot: usize,
+    dir: usize,
+    path: PathBuf,
+    stamp: Stamp,
+    hash: String,
+    bytes: Result<Vec<u8>, crate::LoadError>,
+}
+
+/// Compiles and describes `candidates`, up to one per core at once, under
+/// `base`'s grants; in order, each with its component name.
+async fn prepare_all(
+    base: &Registry,
+    candidates: Vec<Candidate>,
+) -> Vec<(Candidate, String, Result<Prepared, crate::LoadError>)> {
+    use futures::StreamExt;
+    let parallel = std::thread::available_parallelism().map_or(1, |n| n.get());
+    futures::stream::iter(candidates)
+        .map(|mut candidate| async move {
+            let name = component_name(&candidate.path);
+            let source = Source::File(candidate.path.clone());
+            let bytes = std::mem::replace(&mut candidate.bytes, Ok(Vec::new()));
+            let prepared = base.prepare(name.clone(), source, bytes).await;
+            (candidate, name, prepared)
+        })
+        .buffered(parallel)
+        .collect()
+        .await
 }
 
 /// The tools of the next snapshot, in load order. A name's owner is: a
