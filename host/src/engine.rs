@@ -25,7 +25,9 @@
 //! A pool has room for [`RuntimeBuilder::max_concurrent_calls`] instances of
 //! the largest shape the sandbox admits (see `sandbox::MAX_MEMORIES` and
 //! friends), and a semaphore admits that many calls at once, so no call ever
-//! fails for want of a slot: it waits for one within its own timeout.
+//! fails for want of a slot: it waits for one within its own timeout. A slot
+//! per core is kept for loading (`describe()`), so that loading or
+//! reloading a component never waits for calls.
 //!
 //! One engine serves every component with the same stack and memory limit
 //! (both size the pool's slots), created on first use. One ticker thread
@@ -91,10 +93,18 @@ struct Shared {
     /// code.
     compiled: Mutex<HashMap<CompiledKey, Weak<ToolsetPre<CallState>>>>,
     slots: Arc<Semaphore>,
+    /// Slots of their own for loading (running `describe()`), one per core
+    /// as loading runs, so that a reload never waits for calls to end.
+    loading_slots: Arc<Semaphore>,
     max_concurrent_calls: usize,
     /// Calls whose caller gave up (timeout, cancellation) while their worker
     /// was still blocked in a file operation.
     stuck: Arc<AtomicUsize>,
+}
+
+/// How many components are described at once while loading: one per core.
+pub(crate) fn loading_slots() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// A component's BLAKE3 hash and the slot shape it was compiled for.
@@ -156,9 +166,10 @@ impl RuntimeBuilder {
         let slots = self.max_concurrent_calls;
         Ok(Runtime {
             shared: Arc::new(Shared {
-                engines: Engines::new(cache, slots)?,
+                engines: Engines::new(cache, slots + loading_slots())?,
                 compiled: Mutex::default(),
                 slots: Arc::new(Semaphore::new(slots)),
+                loading_slots: Arc::new(Semaphore::new(loading_slots())),
                 max_concurrent_calls: slots,
                 stuck: Arc::default(),
             }),
@@ -201,8 +212,15 @@ impl Runtime {
     }
 
     /// Waits for a free slot until `deadline`.
-    pub(crate) async fn slot(&self, deadline: Instant) -> Option<OwnedSemaphorePermit> {
-        let slots = self.shared.slots.clone();
+    pub(crate) async fn slot(
+        &self,
+        deadline: Instant,
+        loading: bool,
+    ) -> Option<OwnedSemaphorePermit> {
+        let slots = match loading {
+            true => self.shared.loading_slots.clone(),
+            false => self.shared.slots.clone(),
+        };
         if let Ok(permit) = slots.clone().try_acquire_owned() {
             return Some(permit);
         }

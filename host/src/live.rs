@@ -27,15 +27,15 @@
 //! can differ from the ones a long-running registry kept.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 use tokio::sync::{Mutex, broadcast};
 
 use crate::registry::{Entry, Prepared, component_name, is_component_file, read_component_file};
-use crate::{Error, FileReport, Registry, Shadowed, Source};
+use crate::{Error, ErrorKind, FileReport, LoadError, Registry, Shadowed, Source};
 
 /// A registry whose tool directories can be reloaded while it serves, by
 /// [`reload`](Self::reload) or a [`watch`](Self::watch)er. Cloning shares it.
@@ -64,6 +64,9 @@ struct State {
     files: Vec<LiveFile>,
     /// The content last rejected at each path, not retried until it changes.
     rejected: HashMap<PathBuf, (Stamp, String)>,
+    /// New stamps seen by a reload that waits for files to settle: a file
+    /// is read once a later look finds it unchanged.
+    observed: HashMap<PathBuf, Stamp>,
 }
 
 /// A component loaded from a tools directory.
@@ -95,13 +98,6 @@ impl Stamp {
             inode: metadata.ino(),
             changed: (metadata.ctime(), metadata.ctime_nsec()),
         }
-    }
-
-    /// Whether the file was modified less than `settle` ago.
-    fn is_recent(&self, settle: Duration) -> bool {
-        self.modified
-            .and_then(|modified| SystemTime::now().duration_since(modified).ok())
-            .is_some_and(|age| age < settle)
     }
 }
 
@@ -184,6 +180,7 @@ impl LiveRegistry {
             fixed: registry.entries().to_vec(),
             files: Vec::new(),
             rejected: HashMap::new(),
+            observed: HashMap::new(),
         };
         LiveRegistry {
             inner: Arc::new(Inner {
@@ -206,13 +203,13 @@ impl LiveRegistry {
     ) -> Result<(LiveRegistry, Vec<FileReport>), Error> {
         let dirs: Vec<PathBuf> = dirs.into_iter().map(Into::into).collect();
         for dir in &dirs {
-            list_components(dir).map_err(|source| Error::ToolsDir {
+            std::fs::read_dir(dir).map_err(|source| Error::ToolsDir {
                 path: dir.clone(),
                 source,
             })?;
         }
         let live = LiveRegistry::new(Arc::new(base), dirs);
-        let report = live.reload_with(None).await;
+        let report = live.reload_with(false).await;
         Ok((live, report.loaded))
     }
 
@@ -238,32 +235,43 @@ impl LiveRegistry {
     /// [`watch`](Self::watch)er instead waits for files being written to
     /// settle.
     pub async fn reload(&self) -> ReloadReport {
-        self.reload_with(None).await
+        self.reload_with(false).await
     }
 
-    /// [`reload`](Self::reload), leaving files modified less than `settle`
-    /// ago for later (listed in [`ReloadReport::pending`]).
-    pub(crate) async fn reload_with(&self, settle: Option<Duration>) -> ReloadReport {
+    /// [`reload`](Self::reload); with `settle`, a file whose metadata
+    /// changed since the last look is left for the next one (listed in
+    /// [`ReloadReport::pending`]) and read once it stays the same.
+    pub(crate) async fn reload_with(&self, settle: bool) -> ReloadReport {
         let mut guard = self.inner.state.lock().await;
         let state = &mut *guard;
         let mut report = ReloadReport::default();
         let base = self.current();
 
-        // What each directory holds now, and what must be compiled.
+        // What each directory holds now, and what must be read.
         let (mut files, candidates) = self.scan(state, settle, &mut report).await;
         let mut reports: Vec<(usize, FileReport)> = Vec::new();
         let mut compiled: Vec<(usize, PathBuf)> = Vec::new();
-        for (candidate, name, prepared) in prepare_all(&base, candidates).await {
+        for (candidate, name, hash, read) in prepare_all(&base, candidates).await {
             let Candidate {
                 slot,
                 dir,
                 path,
                 stamp,
-                hash,
                 ..
             } = candidate;
-            match prepared {
-                Ok(prepared) => {
+            match read {
+                Read::Unchanged => {
+                    // Touched, not changed: the version serving stays.
+                    if let Some(file) = &mut files[slot] {
+                        file.stamp = stamp;
+                    }
+                }
+                Read::StillRejected => {
+                    if let Some(rejected) = state.rejected.get_mut(&path) {
+                        rejected.0 = stamp;
+                    }
+                }
+                Read::Prepared(Ok(prepared)) => {
                     state.rejected.remove(&path);
                     compiled.push((slot, path.clone()));
                     files[slot] = Some(LiveFile {
@@ -273,10 +281,14 @@ impl LiveRegistry {
                         prepared,
                     });
                 }
-                Err(error) => {
-                    // The old version, if any, stays in its slot.
+                Read::Prepared(Err(error)) => {
+                    // The old version, if any, stays in its slot. Only what
+                    // the content decides is remembered; a busy host or a
+                    // read error is tried again at the next reload.
                     tracing::warn!(component = %name, source = %path.display(), "rejected: {error}");
-                    state.rejected.insert(path.clone(), (stamp, hash));
+                    if depends_on_content(&error) {
+                        state.rejected.insert(path.clone(), (stamp, hash));
+                    }
                     let report = FileReport {
                         component: name,
                         source: Source::File(path),
@@ -295,7 +307,6 @@ impl LiveRegistry {
             .filter(|old| !files.iter().any(|f| f.path == old.path))
             .map(|old| old.prepared.component.name.clone())
             .collect();
-        state.rejected.retain(|path, _| path.exists());
 
         // The next snapshot, and what each compiled file got in it.
         let entries = owners(&state.fixed, &base, &files);
@@ -322,115 +333,162 @@ impl LiveRegistry {
     }
 
     /// Lists the directories: a slot per component file in load order,
-    /// holding its current version (if any), and the files to compile (new,
-    /// or with new content not rejected before).
+    /// holding its current version (if any), and the files to read (new, or
+    /// whose metadata changed).
     async fn scan(
         &self,
         state: &mut State,
-        settle: Option<Duration>,
+        settle: bool,
         report: &mut ReloadReport,
     ) -> (Vec<Option<LiveFile>>, Vec<Candidate>) {
+        let dirs = self.inner.dirs.clone();
+        let count = dirs.len();
+        let listings = tokio::task::spawn_blocking(move || look(&dirs))
+            .await
+            .unwrap_or_else(|e| {
+                let error = format!("the listing thread failed: {e}");
+                (0..count).map(|_| Err(error.clone())).collect()
+            });
         let mut files: Vec<Option<LiveFile>> = Vec::new();
         let mut candidates = Vec::new();
-        for (dir_index, dir) in self.inner.dirs.iter().enumerate() {
-            let paths = match list_components(dir) {
-                Ok(paths) => paths,
+        let mut listed = Vec::new();
+        for (dir_index, listing) in listings.into_iter().enumerate() {
+            let listing = match listing {
+                Ok(listing) => listing,
                 Err(error) => {
-                    let message = format!("cannot read tools directory {}: {error}", dir.display());
-                    report.errors.push(message);
+                    let dir = self.inner.dirs[dir_index].display();
+                    report
+                        .errors
+                        .push(format!("cannot read tools directory {dir}: {error}"));
                     let kept = state.files.iter().filter(|f| f.dir == dir_index);
+                    listed.extend(kept.clone().map(|f| f.path.clone()));
                     files.extend(kept.cloned().map(Some));
                     continue;
                 }
             };
-            for path in paths {
+            for (path, stamp) in listing {
+                listed.push(path.clone());
                 let old = state.files.iter().find(|f| f.path == path);
-                let Ok(metadata) = std::fs::metadata(&path) else {
-                    continue; // gone since it was listed
-                };
-                let stamp = Stamp::of(&metadata);
-                // The current version stays, recording `stamp` as seen.
-                let keep = |files: &mut Vec<Option<LiveFile>>, stamp: Stamp| {
-                    if let Some(old) = old {
-                        files.push(Some(LiveFile {
-                            stamp,
-                            ..old.clone()
-                        }));
+                let unchanged = old.is_some_and(|old| old.stamp == stamp)
+                    || state.rejected.get(&path).is_some_and(|(s, _)| *s == stamp);
+                let unsettled = settle && state.observed.get(&path) != Some(&stamp);
+                if unchanged || unsettled {
+                    if unchanged {
+                        state.observed.remove(&path);
+                    } else {
+                        state.observed.insert(path.clone(), stamp);
+                        report.pending.push(path);
                     }
-                };
-                let seen = old.map_or(stamp, |old| old.stamp);
-                if old.is_some_and(|old| old.stamp == stamp)
-                    || state.rejected.get(&path).is_some_and(|(s, _)| *s == stamp)
-                {
-                    keep(&mut files, seen);
+                    if let Some(old) = old {
+                        files.push(Some(old.clone()));
+                    }
                     continue;
                 }
-                if settle.is_some_and(|settle| stamp.is_recent(settle)) {
-                    report.pending.push(path);
-                    keep(&mut files, seen);
-                    continue;
-                }
-                let bytes = read_component_file(&path).await;
-                let hash = bytes
-                    .as_ref()
-                    .map(|bytes| blake3::hash(bytes).to_hex().to_string())
-                    .unwrap_or_default();
-                if old.is_some_and(|old| old.prepared.component.hash == hash) {
-                    keep(&mut files, stamp); // touched, not changed
-                    continue;
-                }
-                if let Some(rejected) = state.rejected.get_mut(&path)
-                    && rejected.1 == hash
-                    && bytes.is_ok()
-                {
-                    rejected.0 = stamp;
-                    keep(&mut files, seen);
-                    continue;
-                }
+                state.observed.remove(&path);
                 candidates.push(Candidate {
                     slot: files.len(),
                     dir: dir_index,
+                    old_hash: old.map(|old| old.prepared.component.hash.clone()),
+                    rejected_hash: state.rejected.get(&path).map(|(_, hash)| hash.clone()),
                     path,
                     stamp,
-                    hash,
-                    bytes,
                 });
                 files.push(old.cloned());
             }
         }
+        state.rejected.retain(|path, _| listed.contains(path));
+        state.observed.retain(|path, _| listed.contains(path));
         (files, candidates)
     }
 }
 
-/// A file to compile, and the slot its version takes.
+/// A file to read, and the slot its version takes.
 struct Candidate {
     slot: usize,
     dir: usize,
     path: PathBuf,
     stamp: Stamp,
-    hash: String,
-    bytes: Result<Vec<u8>, crate::LoadError>,
+    /// The hash of the version serving, if any.
+    old_hash: Option<String>,
+    /// The hash of the content last rejected at this path, if any.
+    rejected_hash: Option<String>,
 }
 
-/// Compiles and describes `candidates`, up to one per core at once, under
-/// `base`'s grants; in order, each with its component name.
+/// What reading a candidate found.
+enum Read {
+    /// The content of the version serving.
+    Unchanged,
+    /// The content rejected last time.
+    StillRejected,
+    /// New content, compiled and described (or why not).
+    Prepared(Result<Prepared, LoadError>),
+}
+
+/// Reads, compares and (when new) compiles and describes `candidates`, up
+/// to one per core at once, under `base`'s grants; in order, each with its
+/// component name and content hash.
 async fn prepare_all(
     base: &Registry,
     candidates: Vec<Candidate>,
-) -> Vec<(Candidate, String, Result<Prepared, crate::LoadError>)> {
+) -> Vec<(Candidate, String, String, Read)> {
     use futures::StreamExt;
-    let parallel = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let parallel = crate::engine::loading_slots();
     futures::stream::iter(candidates)
-        .map(|mut candidate| async move {
+        .map(|candidate| async move {
             let name = component_name(&candidate.path);
-            let source = Source::File(candidate.path.clone());
-            let bytes = std::mem::replace(&mut candidate.bytes, Ok(Vec::new()));
-            let prepared = base.prepare(name.clone(), source, bytes).await;
-            (candidate, name, prepared)
+            let bytes = read_component_file(&candidate.path).await;
+            let hash = match &bytes {
+                Ok(bytes) => blake3::hash(bytes).to_hex().to_string(),
+                Err(_) => String::new(),
+            };
+            let read = if bytes.is_ok() && candidate.old_hash.as_ref() == Some(&hash) {
+                Read::Unchanged
+            } else if bytes.is_ok() && candidate.rejected_hash.as_ref() == Some(&hash) {
+                Read::StillRejected
+            } else {
+                let source = Source::File(candidate.path.clone());
+                Read::Prepared(base.prepare(name.clone(), source, bytes).await)
+            };
+            (candidate, name, hash, read)
         })
         .buffered(parallel)
         .collect()
         .await
+}
+
+/// Whether a load failure is decided by the component's bytes (so the same
+/// bytes would fail again), rather than by the moment (a read error, a
+/// mount that vanished). A `describe()` that runs out of time counts as the
+/// component's: it should take milliseconds, and it runs in a slot kept for
+/// loading, so calls cannot make it wait.
+fn depends_on_content(error: &LoadError) -> bool {
+    match error {
+        LoadError::Io(_) | LoadError::Mount(_) => false,
+        LoadError::Describe { kind, .. } => *kind != ErrorKind::Cancelled,
+        _ => true,
+    }
+}
+
+/// The component files of each directory, in load order, with their
+/// stamps (regular files only: a directory, a FIFO or a dangling link named
+/// `*.wasm` is not a component), or why a directory could not be read.
+pub(crate) fn look(dirs: &[PathBuf]) -> Vec<Result<Vec<(PathBuf, Stamp)>, String>> {
+    dirs.iter()
+        .map(|dir| {
+            let mut files = Vec::new();
+            for entry in std::fs::read_dir(dir).map_err(|e| e.to_string())? {
+                let path = entry.map_err(|e| e.to_string())?.path();
+                if is_component_file(&path)
+                    && let Ok(metadata) = std::fs::metadata(&path)
+                    && metadata.is_file()
+                {
+                    files.push((path, Stamp::of(&metadata)));
+                }
+            }
+            files.sort_by(|a, b| a.0.cmp(&b.0));
+            Ok(files)
+        })
+        .collect()
 }
 
 /// The tools of the next snapshot, in load order. A name's owner is: a
@@ -539,8 +597,18 @@ fn diff(current: &Registry, next: &[Arc<Entry>]) -> Vec<ToolChange> {
     changes
 }
 
-/// Logs what a reload changed, at `info`.
+/// Logs what a reload did: a line at `info` for the reload and for each
+/// change, at `warn` for what could not be read.
 fn log(report: &ReloadReport) {
+    let rejected = report.loaded.iter().filter(|r| !r.is_ok()).count();
+    tracing::info!(
+        changes = report.changes.len(),
+        compiled = report.loaded.len() - rejected,
+        rejected,
+        removed = report.removed.len(),
+        pending = report.pending.len(),
+        "tools directories reloaded"
+    );
     for change in &report.changes {
         tracing::info!(
             tool = %change.tool,
@@ -555,17 +623,4 @@ fn log(report: &ReloadReport) {
     for error in &report.errors {
         tracing::warn!("{error}");
     }
-}
-
-/// The component files of `dir`, sorted by name.
-fn list_components(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if is_component_file(&path) {
-            files.push(path);
-        }
-    }
-    files.sort();
-    Ok(files)
 }

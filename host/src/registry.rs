@@ -328,7 +328,7 @@ impl Registry {
         F: Future<Output = (String, Source, Result<Vec<u8>, LoadError>)>,
     {
         use futures::StreamExt;
-        let parallel = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let parallel = crate::engine::loading_slots();
         let this = &*self;
         let prepared: Vec<_> = futures::stream::iter(sources)
             .map(|source| async move {
@@ -553,11 +553,19 @@ pub(crate) fn component_name(path: &Path) -> String {
 pub const MAX_COMPONENT_BYTES: u64 = 128 << 20;
 
 /// Reads a component file: only a regular file (a FIFO or a device could
-/// block or never end), and at most [`MAX_COMPONENT_BYTES`].
+/// block or never end), and at most [`MAX_COMPONENT_BYTES`]. The check is
+/// made on the open file (opened without blocking), so a FIFO swapped in
+/// under the name cannot hang the load.
 pub(crate) async fn read_component_file(path: &Path) -> Result<Vec<u8>, LoadError> {
     use tokio::io::AsyncReadExt;
     let io = |e: std::io::Error| LoadError::Io(e.to_string());
-    let metadata = tokio::fs::metadata(path).await.map_err(io)?;
+    let file = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .await
+        .map_err(io)?;
+    let metadata = file.metadata().await.map_err(io)?;
     if !metadata.is_file() {
         return Err(LoadError::Io("not a regular file".into()));
     }
@@ -566,7 +574,6 @@ pub(crate) async fn read_component_file(path: &Path) -> Result<Vec<u8>, LoadErro
         return Err(too_big());
     }
     let mut bytes = Vec::with_capacity(metadata.len() as usize);
-    let file = tokio::fs::File::open(path).await.map_err(io)?;
     file.take(MAX_COMPONENT_BYTES + 1)
         .read_to_end(&mut bytes)
         .await

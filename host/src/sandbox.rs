@@ -394,7 +394,8 @@ pub(crate) async fn run(
         fuel_left: Arc::new(AtomicU64::new(fuel_budget)),
         memory_refused: Arc::default(),
     };
-    let result = match admit(sandbox, deadline, cancel).await {
+    let loading = matches!(invocation, Invocation::Describe);
+    let result = match admit(sandbox, deadline, cancel, loading).await {
         Err(stopped) => Err(stopped),
         Ok(slot) => {
             let runtime = &sandbox.runtime;
@@ -443,12 +444,13 @@ async fn admit(
     sandbox: &Sandbox,
     deadline: Instant,
     cancel: Option<&CancelToken>,
+    loading: bool,
 ) -> Result<OwnedSemaphorePermit, Stopped> {
     let runtime = &sandbox.runtime;
     tokio::select! {
         biased;
         () = cancelled(cancel) => Err(cancelled_stop()),
-        slot = runtime.slot(deadline) => slot.ok_or_else(|| Stopped {
+        slot = runtime.slot(deadline, loading) => slot.ok_or_else(|| Stopped {
             kind: ErrorKind::Timeout,
             message: format!(
                 "The host was busy: all {} sandbox slots stayed in use for the tool's whole time limit of {}, so it never started. Try again later.",

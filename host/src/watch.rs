@@ -2,16 +2,18 @@
 //!
 //! File-system events (inotify, through the `notify` crate) or, where a file
 //! system has none (some network and container mounts), polling the files'
-//! metadata, start a
-//! reload once the directory has been quiet for the debounce interval. A
-//! burst of changes (a copy of many files, an editor's save dance) becomes
-//! one reload. A file modified within the interval is not read yet: it is
-//! still being written, and is tried again one interval later.
+//! metadata, start a reload once the directories have been quiet for the
+//! debounce interval (at most a second while changes keep coming), and the
+//! directories are looked at every 30 s in any case. A burst of changes (a
+//! copy of many files, an editor's save dance) becomes one reload. A file
+//! whose size or times changed since the last look is not read yet: it may
+//! still be being written, and is read one interval later if it stayed the
+//! same.
 //!
 //! Threat model: events are only hints to look again. What gets served is
 //! decided by the reload, which reads the directories itself and applies
 //! the live registry's rules (see [`crate::LiveRegistry`]); a flood of
-//! events costs at most one reload per interval.
+//! events costs at most one reload per second.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,8 +22,7 @@ use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecursiveMode, Watcher as _};
 use tokio::sync::mpsc;
 
-use crate::live::Stamp;
-use crate::registry::is_component_file;
+use crate::live::{Stamp, look};
 use crate::{Error, LiveRegistry};
 
 /// How a [`LiveRegistry`] watches its directories. Default: file-system
@@ -45,8 +46,8 @@ impl WatchOptions {
     /// The default debounce interval: 200 ms.
     pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(200);
 
-    /// Reloads once the directories have been quiet this long, and leaves
-    /// files modified more recently for later. Default: 200 ms.
+    /// Reloads once the directories have been quiet this long, and reads a
+    /// changed file only once it stayed the same this long. Default: 200 ms.
     pub fn debounce(mut self, interval: Duration) -> Self {
         self.debounce = interval;
         self
@@ -93,7 +94,7 @@ impl LiveRegistry {
         let events = match options.poll {
             Some(interval) => {
                 // What changes from now on is seen: the first look is now.
-                let first = fingerprint(&dirs);
+                let first = look(&dirs);
                 tasks.push(tokio::spawn(poll(dirs, first, interval, wake)));
                 None
             }
@@ -116,10 +117,13 @@ fn events(
     dirs: Vec<PathBuf>,
     wake: mpsc::UnboundedSender<()>,
 ) -> Result<Box<dyn notify::Watcher + Send + Sync>, Error> {
-    let watched = dirs.clone();
     let handler = move |event: notify::Result<notify::Event>| {
-        // An error (a queue overflow) may hide a change: look again.
-        if event.is_err() || event.is_ok_and(|event| is_relevant(&event, &watched)) {
+        // An error may hide a change: look again.
+        let relevant = match &event {
+            Err(_) => true,
+            Ok(event) => is_relevant(event),
+        };
+        if relevant {
             wake.send(()).ok();
         }
     };
@@ -152,7 +156,7 @@ async fn poll(
     loop {
         ticks.tick().await;
         let dirs = dirs.clone();
-        let Ok(now) = tokio::task::spawn_blocking(move || fingerprint(&dirs)).await else {
+        let Ok(now) = tokio::task::spawn_blocking(move || look(&dirs)).await else {
             continue;
         };
         if now != last {
@@ -168,61 +172,56 @@ async fn poll(
 /// not be read.
 type Fingerprint = Vec<Result<Vec<(PathBuf, Stamp)>, String>>;
 
-fn fingerprint(dirs: &[PathBuf]) -> Fingerprint {
-    dirs.iter()
-        .map(|dir| {
-            let mut files = Vec::new();
-            for entry in std::fs::read_dir(dir).map_err(|e| e.to_string())? {
-                let path = entry.map_err(|e| e.to_string())?.path();
-                if is_component_file(&path)
-                    && let Ok(metadata) = std::fs::metadata(&path)
-                {
-                    files.push((path, Stamp::of(&metadata)));
-                }
-            }
-            files.sort_by(|a, b| a.0.cmp(&b.0));
-            Ok(files)
-        })
-        .collect()
-}
-
-/// Whether an event may change what the directories serve: a change to a
-/// component file, or to a directory itself. Reads are not.
-fn is_relevant(event: &notify::Event, dirs: &[PathBuf]) -> bool {
+/// Whether an event may change what the directories serve: anything but a
+/// read. Not only component names: a directory swapped under its name, a
+/// symbolic link retargeted (as Kubernetes does with `..data`), or a
+/// dropped event queue (`need_rescan`) can change them too.
+fn is_relevant(event: &notify::Event) -> bool {
     let reads_only = matches!(
         event.kind,
         EventKind::Access(
             AccessKind::Open(_) | AccessKind::Read | AccessKind::Close(AccessMode::Read)
         )
     );
-    !reads_only
-        && event
-            .paths
-            .iter()
-            .any(|path| is_component_file(path) || dirs.iter().any(|dir| dir == path))
+    event.need_rescan() || !reads_only
 }
 
-/// Reloads after each quiet `debounce` following a change, and again one
-/// `debounce` later while files are still being written.
+/// Reloads once the directories have been quiet for `debounce` after a
+/// change (or for at most [`MAX_DELAY`] while changes keep coming), again
+/// one `debounce` later while files are still being written, and every
+/// [`RESCAN`] in any case.
 async fn reload_on_changes(
     live: LiveRegistry,
     mut woken: mpsc::UnboundedReceiver<()>,
     debounce: Duration,
 ) {
-    let mut pending = false;
+    // Whatever changed between loading and watching is looked at first.
+    let mut pending = true;
     loop {
-        if !pending && woken.recv().await.is_none() {
-            return;
-        }
-        // Wait for the directories to be quiet for a whole interval.
-        loop {
-            match tokio::time::timeout(debounce, woken.recv()).await {
-                Ok(Some(())) => continue,
-                Ok(None) => return,
-                Err(_) => break,
+        if !pending {
+            // A change, or the periodic look.
+            if let Ok(None) = tokio::time::timeout(RESCAN, woken.recv()).await {
+                return;
             }
         }
-        let report = live.reload_with(Some(debounce)).await;
+        // Wait for the directories to be quiet for a whole interval.
+        let started = tokio::time::Instant::now();
+        loop {
+            match tokio::time::timeout(debounce, woken.recv()).await {
+                Ok(Some(())) if started.elapsed() < MAX_DELAY => continue,
+                Ok(None) => return,
+                Ok(Some(())) | Err(_) => break,
+            }
+        }
+        let report = live.reload_with(true).await;
         pending = !report.pending.is_empty();
     }
 }
+
+/// The longest a stream of changes delays a reload.
+const MAX_DELAY: Duration = Duration::from_secs(1);
+
+/// How often the directories are looked at without any event: a directory
+/// replaced under its name stops sending events, and a file system can
+/// drop them.
+const RESCAN: Duration = Duration::from_secs(30);

@@ -31,7 +31,11 @@ fn copy(dir: &Path, name: &str, guest: &str) {
 
 /// A live registry over `dir`, with the bundled tools first if `bundled`.
 async fn live(dir: &Path, bundled: bool) -> LiveRegistry {
-    let mut base = builder().limits(quick_limits()).build().unwrap();
+    live_with(dir, bundled, quick_limits()).await
+}
+
+async fn live_with(dir: &Path, bundled: bool, limits: toolcage::Limits) -> LiveRegistry {
+    let mut base = builder().limits(limits).build().unwrap();
     if bundled {
         base.load_bundled().await.iter().for_each(assert_loaded);
     }
@@ -197,6 +201,18 @@ async fn a_removal_hands_the_name_to_the_next_component_in_load_order() {
 }
 
 #[tokio::test]
+async fn a_component_file_replaced_by_a_directory_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    copy(dir.path(), "tool.wasm", guests::FIXTURE_ECHO);
+    let live = live(dir.path(), false).await;
+    std::fs::remove_file(dir.path().join("tool.wasm")).unwrap();
+    std::fs::create_dir(dir.path().join("tool.wasm")).unwrap();
+    let report = live.reload().await;
+    assert_eq!(report.removed, ["tool"]);
+    assert!(live.current().tool("echo").is_none());
+}
+
+#[tokio::test]
 async fn hidden_and_temporary_files_are_never_loaded() {
     let dir = tempfile::tempdir().unwrap();
     let live = live(dir.path(), false).await;
@@ -218,7 +234,12 @@ async fn hidden_and_temporary_files_are_never_loaded() {
 async fn calls_in_flight_during_a_swap_finish_on_their_version() {
     let dir = tempfile::tempdir().unwrap();
     copy(dir.path(), "tool.wasm", guests::FIXTURE_MISBEHAVE);
-    let live = live(dir.path(), false).await;
+    // Room for the calls waiting for a slot (32) on a busy machine.
+    let limits = toolcage::Limits {
+        timeout: Duration::from_secs(20),
+        ..quick_limits()
+    };
+    let live = live_with(dir.path(), false, limits).await;
     let runner = toolcage::agent::Runner::new(live.clone())
         .permissions(toolcage::agent::Permissions::allow_all());
 

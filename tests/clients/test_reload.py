@@ -42,10 +42,14 @@ def put(directory, name, fixture):
 
 
 @asynccontextmanager
-async def watched(transport, mode, directory):
+async def watched(transport, mode, directory, stderr_lines=None):
     """A client of `toolcage serve --watch` over `directory`, and a function
-    waiting for the next tools/list_changed announcement."""
-    args = ["--no-bundled", "--tools", str(directory), "serve", "--watch"]
+    waiting for the next tools/list_changed announcement. Over HTTP, the
+    server's stderr lines (at log level info) go to `stderr_lines`."""
+    args = ["--no-bundled", "--tools", str(directory), "--log-level", "toolcage=info",
+            "serve", "--watch"]
+    if stderr_lines is None:
+        stderr_lines = []
     changed = anyio.Event()
     box = {"changed": changed}
 
@@ -87,7 +91,9 @@ async def watched(transport, mode, directory):
             match = re.search(r"serving MCP at (http://\S+)", line)
             if match:
                 url = match.group(1)
-                threading.Thread(target=process.stderr.read, daemon=True).start()
+                threading.Thread(
+                    target=lambda: stderr_lines.extend(process.stderr), daemon=True
+                ).start()
                 break
         assert url, "toolcage serve --http did not start"
         async with httpx2.AsyncClient(timeout=30) as http:
@@ -145,14 +151,27 @@ async def test_a_reload_that_changes_nothing_announces_nothing():
     with tempfile.TemporaryDirectory() as directory:
         directory = Path(directory)
         put(directory, "tool.wasm", "echo.wasm")
-        async with watched("stdio", "legacy", directory) as (client, wait_for_change):
+        lines = []
+        async with watched("http", "legacy", directory, lines) as (client, wait_for_change):
             assert "echo" in await names(client)
+
+            def reloads():
+                return sum("tools directories reloaded" in line for line in lines)
+
+            # The watcher's first look, at start-up.
+            with anyio.fail_after(ANNOUNCED_WITHIN_S):
+                while reloads() == 0:
+                    await anyio.sleep(0.05)
+            before = reloads()
             # Same content under a new modification time, and a file that is
-            # never loaded: neither changes the tools.
+            # never loaded: the watcher reloads, and nothing changes.
             os.utime(directory / "tool.wasm")
             (directory / "notes.wasm.part").write_bytes(b"partial")
+            with anyio.fail_after(ANNOUNCED_WITHIN_S):
+                while reloads() == before:
+                    await anyio.sleep(0.05)
             with pytest.raises(TimeoutError):
-                with anyio.fail_after(2):
+                with anyio.fail_after(0.5):
                     await wait_for_change()
             result = await client.call_tool("echo", {"text": "same"})
             assert result.content[0].text == "same"

@@ -89,6 +89,8 @@ type EventSink = Arc<dyn Fn(AgentEvent) + Send + Sync>;
 #[derive(Clone)]
 pub struct Runner {
     registry: LiveRegistry,
+    /// The snapshot to run on instead of the registry's current one.
+    pinned: Option<Arc<Registry>>,
     concurrency: usize,
     permissions: Permissions,
     approver: Option<Arc<dyn Approver>>,
@@ -101,7 +103,7 @@ pub struct Runner {
 impl std::fmt::Debug for Runner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runner")
-            .field("tools", &self.registry.current().tools().len())
+            .field("tools", &self.registry().tools().len())
             .field("concurrency", &self.concurrency)
             .field("permissions", &self.permissions)
             .field("approver", &self.approver.is_some())
@@ -130,6 +132,7 @@ impl Runner {
     pub fn new(registry: impl Into<LiveRegistry>) -> Self {
         Runner {
             registry: registry.into(),
+            pinned: None,
             concurrency: Self::DEFAULT_CONCURRENCY,
             permissions: Permissions::deny_all(),
             approver: None,
@@ -142,7 +145,18 @@ impl Runner {
 
     /// The tools it runs calls against, as they are now.
     pub fn registry(&self) -> Arc<Registry> {
-        self.registry.current()
+        match &self.pinned {
+            Some(registry) => registry.clone(),
+            None => self.registry.current(),
+        }
+    }
+
+    /// Runs on `snapshot` (one its caller already looked the tools up in)
+    /// rather than on the registry's current tools.
+    #[cfg(feature = "mcp")]
+    pub(crate) fn pinned(mut self, snapshot: Arc<Registry>) -> Self {
+        self.pinned = Some(snapshot);
+        self
     }
 
     /// Runs at most `cap` calls of a read-only batch at once (0 counts as
@@ -198,7 +212,7 @@ impl Runner {
     /// call, a concurrency cap above 1, and every function call to a known
     /// tool is to one that claims to be read-only.
     pub fn runs_concurrently(&self, calls: &[ToolCall]) -> bool {
-        self.concurrent_on(&self.registry.current(), calls)
+        self.concurrent_on(&self.registry(), calls)
     }
 
     fn concurrent_on(&self, registry: &Registry, calls: &[ToolCall]) -> bool {
@@ -226,7 +240,7 @@ impl Runner {
     /// Like [`run`](Self::run), with each result's metrics.
     pub async fn run_reports(&self, calls: impl IntoIterator<Item = ToolCall>) -> Vec<CallReport> {
         let calls: Vec<ToolCall> = calls.into_iter().collect();
-        let registry = self.registry.current();
+        let registry = self.registry();
         if self.concurrent_on(&registry, &calls) {
             self.run_concurrently(registry, calls).await
         } else {

@@ -62,6 +62,9 @@ const DEFAULT_LOG_LEVEL: LoggingLevel = LoggingLevel::Warning;
 /// while the server runs: within this, a reload is seen even by clients that
 /// take no `list_changed` notifications.
 const LIVE_LIST_TTL: Duration = Duration::from_secs(2);
+/// How long a `list_changed` notification may take to be sent to one
+/// client before it is given up.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a client may cache the tool list when only a restart (or a
 /// redeployment) changes it.
 const FIXED_LIST_TTL: Duration = Duration::from_secs(300);
@@ -251,17 +254,28 @@ impl ServerHandler for McpServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        use rmcp::service::SubscriptionSendError;
+        use tokio::sync::broadcast::error::RecvError;
+        // A stream that did not ask for tool changes only waits for its end.
+        if context.sink().accepted().tools_list_changed != Some(true) {
+            context.cancelled().await;
+            return Ok(());
+        }
         let mut changes = self.tools.subscribe();
         loop {
             tokio::select! {
                 () = context.cancelled() => return Ok(()),
                 change = changes.recv() => match change {
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        if context.sink().notify_tool_list_changed().await.is_err() {
-                            return Ok(());
+                    Ok(_) | Err(RecvError::Lagged(_)) => {
+                        match context.sink().notify_tool_list_changed().await {
+                            Ok(()) | Err(SubscriptionSendError::NotificationNotAccepted(_)) => {}
+                            Err(_) => return Ok(()),
                         }
                     }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+                    Err(RecvError::Closed) => {
+                        context.cancelled().await;
+                        return Ok(());
+                    }
                 },
             }
         }
@@ -307,7 +321,9 @@ impl ServerHandler for McpServer {
         // the forwarder ends when the runner (holding the sender) is dropped.
         let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
         let cancel = CancelToken::new();
-        let mut runner = Runner::new(self.tools.clone()).permissions((*permissions).clone());
+        let mut runner = Runner::new(self.tools.clone())
+            .pinned(registry.clone())
+            .permissions((*permissions).clone());
         if let Some(approver) = approver {
             let approver: Arc<dyn Approver> = approver.into();
             runner = runner.approver(move |request| {
@@ -417,9 +433,13 @@ impl Sessions {
                         peers.retain(|peer| !peer.is_transport_closed());
                         peers.clone()
                     };
-                    for peer in listeners {
-                        peer.notify_tool_list_changed().await.ok();
-                    }
+                    // Each at once, so a slow client delays nobody else.
+                    let sends = listeners.into_iter().map(|peer| async move {
+                        tokio::time::timeout(NOTIFY_TIMEOUT, peer.notify_tool_list_changed())
+                            .await
+                            .ok();
+                    });
+                    futures::future::join_all(sends).await;
                 }
             })
         });

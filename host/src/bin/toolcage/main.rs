@@ -135,8 +135,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (true, None) => Some(WatchOptions::default()),
                 (false, None) => None,
             };
+            // SIGHUP is taken over before loading, which can take a while:
+            // by default it would end the process.
+            let hangups = Some(serve::hangups()?);
             let registry = settings.live_registry_on(&runtime_with(runtime)?).await?;
             let serve = serve::Serve {
+                hangups,
                 http: http.clone(),
                 token_file: token_file.clone(),
                 stateless: *stateless,

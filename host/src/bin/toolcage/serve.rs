@@ -17,6 +17,8 @@ use toolcage::{Config, LiveRegistry, ReloadReport, WatchOptions};
 const TOKEN_VARIABLE: &str = "TOOLCAGE_TOKEN";
 
 pub struct Serve {
+    /// SIGHUP, from [`hangups`].
+    pub hangups: Option<tokio::signal::unix::Signal>,
     pub http: Option<String>,
     pub token_file: Option<PathBuf>,
     pub stateless: bool,
@@ -27,19 +29,23 @@ pub struct Serve {
 }
 
 impl Serve {
-    pub async fn run(self, registry: LiveRegistry, config: Config) -> anyhow::Result<()> {
+    pub async fn run(mut self, registry: LiveRegistry, config: Config) -> anyhow::Result<()> {
         let server = McpServer::new(registry.clone()).permissions(config.permissions.clone());
         let _watcher = match self.watch {
             Some(options) => Some(registry.watch(options)?),
             None => None,
         };
         tokio::spawn(announce_changes(registry.clone()));
-        tokio::spawn(reload_on_hangup(
-            server.clone(),
-            registry,
-            config,
-            self.config_file.clone(),
-        ));
+        if let Some(hangups) = self.hangups.take() {
+            let file = self.config_file.clone();
+            tokio::spawn(reload_on_hangup(
+                hangups,
+                server.clone(),
+                registry,
+                config,
+                file,
+            ));
+        }
         let shutdown = CancellationToken::new();
         tokio::spawn(stop_on_signals(shutdown.clone()));
         let Some(addr) = &self.http else {
@@ -99,6 +105,12 @@ fn parse_addr(addr: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("--http `{addr}`: expected HOST:PORT, such as 127.0.0.1:8080"))
 }
 
+/// SIGHUP, taken over from its default action (ending the process).
+pub fn hangups() -> anyhow::Result<tokio::signal::unix::Signal> {
+    use tokio::signal::unix::{SignalKind, signal};
+    signal(SignalKind::hangup()).context("cannot handle SIGHUP")
+}
+
 /// Says on stderr how the tools changed, after each reload that changed them.
 async fn announce_changes(registry: LiveRegistry) {
     use tokio::sync::broadcast::error::RecvError;
@@ -140,16 +152,13 @@ fn summary(report: &ReloadReport) -> String {
 /// or mounts take a restart (the grants of running tools never change
 /// under them).
 async fn reload_on_hangup(
+    mut hangups: tokio::signal::unix::Signal,
     server: McpServer,
     registry: LiveRegistry,
     mut config: Config,
     file: Option<PathBuf>,
 ) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut hangup) = signal(SignalKind::hangup()) else {
-        return;
-    };
-    while hangup.recv().await.is_some() {
+    while hangups.recv().await.is_some() {
         if let Some(file) = &file {
             match Config::from_file(file) {
                 Err(error) => eprintln!(
