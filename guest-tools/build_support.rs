@@ -78,7 +78,7 @@ pub fn build_guests(packages: &[&str]) -> Vec<Guest> {
 
 /// `target/guest-tools`, shared by every build script of the outer workspace
 /// so each guest is built once.
-fn shared_target_dir() -> PathBuf {
+pub fn shared_target_dir() -> PathBuf {
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR is set for build scripts"));
     // OUT_DIR is <target>/<profile>/build/<pkg>-<hash>/out (plus <triple>/ when cross-compiling).
     let target = out_dir

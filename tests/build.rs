@@ -3,6 +3,8 @@
 
 #[path = "../guest-tools/build_support.rs"]
 mod build_support;
+#[path = "build/script_guests.rs"]
+mod script_guests;
 #[path = "build/wat_guests.rs"]
 mod wat_guests;
 
@@ -29,16 +31,57 @@ fn main() {
 
     let mut code = String::new();
     let mut all = String::from(
-        "/// Every guest: (constant name, path).\npub const ALL: &[(&str, &str)] = &[\n",
+        "/// Every Rust and WAT guest: (constant name, path).\npub const ALL: &[(&str, &str)] = &[\n",
     );
-    for guest in build_support::build_guests(&packages) {
+    let guest_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-tools");
+    let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    let out = build_support::shared_target_dir();
+    let scripts = script_guests::script_guests(&guest_root, &out);
+    // The Python and JavaScript guests build while cargo builds the Rust ones.
+    let rust_guests = std::thread::scope(|scope| {
+        scope.spawn(|| script_guests::build(&guest_root, &wit, &out, &scripts));
+        build_support::build_guests(&packages)
+    });
+    let mut script_list = String::from(
+        "/// The Python and JavaScript guests (big, slow to compile: kept out of\n/// `ALL`): (constant name, path).\npub const SCRIPT: &[(&str, &str)] = &[\n",
+    );
+    for guest in &scripts {
+        let name = guest.constant;
+        writeln!(
+            code,
+            "/// The `{}` component, built from {}.",
+            guest.wasm.file_name().unwrap().to_string_lossy(),
+            guest.source.display()
+        )
+        .unwrap();
+        writeln!(
+            code,
+            "pub const {name}: &str = {:?};",
+            guest.wasm.display().to_string()
+        )
+        .unwrap();
+        writeln!(script_list, "    ({name:?}, {name}),").unwrap();
+    }
+    script_list.push_str("];\n");
+    code.push_str(&script_list);
+    writeln!(
+        code,
+        "/// The directory of the example tools in Python and JavaScript."
+    )
+    .unwrap();
+    writeln!(
+        code,
+        "pub const EXAMPLES_DIR: &str = {:?};",
+        out.join("examples").display().to_string()
+    )
+    .unwrap();
+    for guest in rust_guests {
         let name = guest.package.replace('-', "_").to_uppercase();
         let path = guest.wasm.display().to_string();
         writeln!(code, "/// The `{}` component.", guest.package).unwrap();
         writeln!(code, "pub const {name}: &str = {path:?};").unwrap();
         writeln!(all, "    ({name:?}, {name}),").unwrap();
     }
-    let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
     println!("cargo:rerun-if-changed={}", wit.display());
     println!("cargo:rerun-if-changed=build/wat_guests.rs");
     let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap());

@@ -11,4 +11,5 @@ mod limits;
 mod loading;
 mod pool;
 mod reload;
+mod script_guests;
 mod toolset;

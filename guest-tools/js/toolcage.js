@@ -1,0 +1,155 @@
+// Write toolcage tools in JavaScript.
+//
+// A toolcage tool is a WebAssembly component exporting the `toolcage:tool/tool`
+// interface of `wit/toolcage.wit`. `defineTools` turns plain functions into
+// that export: give each tool its name, description, JSON Schema and hints,
+// and export the result as `tool` from your module. A complete tool
+// (`app.js`):
+//
+//     import { defineTools, ToolError } from "./toolcage.js";
+//
+//     export const tool = defineTools({
+//       word_count: {
+//         description: "Counts the words of `text` and lists the `top` most frequent.",
+//         schema: {
+//           type: "object",
+//           properties: { text: { type: "string" }, top: { type: "integer", default: 3 } },
+//           required: ["text"],
+//           additionalProperties: false,
+//         },
+//         hints: { readOnly: true, idempotent: true },
+//         run({ text, top = 3 }) {
+//           if (top < 1) throw new ToolError("`top` must be at least 1");
+//           const counts = new Map();
+//           for (const w of text.toLowerCase().split(/\s+/).filter(Boolean)) counts.set(w, (counts.get(w) ?? 0) + 1);
+//           const ranked = [...counts].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+//           return { words: [...counts.values()].reduce((a, b) => a + b, 0), top: ranked.slice(0, top) };
+//         },
+//       },
+//     });
+//
+// Build it with componentize-js 0.23 (npm install @bytecodealliance/componentize-js@0.23.0),
+// disabling the WASI features toolcage does not provide:
+//
+//     npx componentize-js app.js --wit wit --world-name toolset \
+//         --disable http fetch-event -o word_count.wasm
+//
+// Without `--disable http fetch-event` the component imports wasi:http, and
+// toolcage refuses it at load ("unknown import").
+//
+// - `run(args)` receives the arguments, already validated by the host against
+//   `schema`. It may return a string (the output), any other JSON value (both
+//   the output, as compact JSON, and `details`), or `new Result(output,
+//   details)`.
+// - `throw new ToolError(message, details)` fails the call with that message,
+//   which the model reads. Anything else thrown fails it too, as
+//   `tool_error` with `Name: message`: a throw never traps the component.
+// - `log(level, message)` and `progress(message, fraction)` reach the host.
+// - Every call runs in a fresh instance with an empty environment and no
+//   network. StarlingMonkey, the JS engine, has no file API.
+
+import * as host from "toolcage:tool/host@0.1.0";
+
+/** Fails the call with `message` (for the model) and optional `details`. */
+export class ToolError extends Error {
+  constructor(message, details) {
+    super(message);
+    this.name = "ToolError";
+    this.details = details;
+  }
+}
+
+/** A successful outcome with its `output` text and `details` set apart. */
+export class Result {
+  constructor(output, details) {
+    this.output = output;
+    this.details = details;
+  }
+}
+
+const HINTS = ["readOnly", "idempotent", "destructive", "openWorld"];
+
+function describeOne(name, spec) {
+  if (typeof spec.run !== "function") throw new TypeError(`${name}: run must be a function`);
+  if (!spec.description) throw new TypeError(`${name}: a description is required`);
+  const hints = {};
+  for (const hint of HINTS) hints[hint] = Boolean(spec.hints?.[hint]);
+  for (const hint of Object.keys(spec.hints ?? {})) {
+    if (!HINTS.includes(hint)) throw new TypeError(`${name}: unknown hint ${hint}`);
+  }
+  return {
+    name,
+    title: spec.title,
+    description: spec.description,
+    inputSchema: JSON.stringify(spec.schema ?? { type: "object" }),
+    outputSchema: spec.outputSchema === undefined ? undefined : JSON.stringify(spec.outputSchema),
+    hints,
+  };
+}
+
+function message(error) {
+  if (error instanceof ToolError) return error.message;
+  if (error instanceof Error) {
+    if (/out of memory/i.test(error.message)) return `${error.name}: the tool ran out of memory (${error.message})`;
+    return error.message ? `${error.name}: ${error.message}` : error.name;
+  }
+  // SpiderMonkey throws the bare string "out of memory" when an allocation fails.
+  if (typeof error === "string") return /^out of memory$/i.test(error) ? "the tool ran out of memory" : error;
+  try {
+    return `thrown: ${JSON.stringify(error)}`;
+  } catch {
+    return `thrown: ${String(error)}`;
+  }
+}
+
+function json(value) {
+  return JSON.stringify(value);
+}
+
+/**
+ * The component's export: `export const tool = defineTools({ name: spec, … })`,
+ * where each spec has `description`, `run(args)` and optionally `title`,
+ * `schema`, `outputSchema` and `hints` (`readOnly`, `idempotent`,
+ * `destructive`, `openWorld`).
+ */
+export function defineTools(tools) {
+  const descriptors = Object.entries(tools).map(([name, spec]) => describeOne(name, spec));
+  return {
+    describe() {
+      return descriptors;
+    },
+    call(name, args) {
+      let value;
+      try {
+        const spec = tools[name];
+        if (!spec) throw new ToolError(`this component has no tool named ${JSON.stringify(name)}`);
+        value = spec.run(JSON.parse(args));
+        if (value instanceof Result) {
+          return { output: String(value.output), details: value.details === undefined ? undefined : json(value.details) };
+        }
+        if (typeof value === "string") return { output: value, details: undefined };
+        const text = json(value === undefined ? null : value);
+        return { output: text, details: text };
+      } catch (error) {
+        let details;
+        try {
+          details = error instanceof ToolError && error.details !== undefined ? json(error.details) : undefined;
+        } catch {
+          details = undefined;
+        }
+        // componentize-js turns a thrown {output, details} into the `err` outcome.
+        throw { output: message(error), details };
+      }
+    },
+  };
+}
+
+/** Writes a line into the host's log: trace, debug, info, warn or error. */
+export function log(level, text) {
+  host.log(level, text);
+}
+
+/** Reports progress of the current call; `fraction` in 0..=1 when known. */
+export function progress(text, fraction) {
+  host.progress(text, fraction);
+}

@@ -1,0 +1,273 @@
+"""Write toolcage tools in Python.
+
+A toolcage tool is a WebAssembly component exporting the `toolcage:tool/tool`
+interface of `wit/toolcage.wit`. This module turns plain functions into such
+tools: decorate each with `@tool`, export `Tool` from your app module, and
+build with componentize-py.
+
+A complete tool (`app.py`)::
+
+    from toolcage import Tool, ToolError, tool
+
+    @tool(read_only=True, idempotent=True)
+    def word_count(text: str, top: int = 3) -> dict:
+        \"\"\"Counts the words of `text` and lists the `top` most frequent.\"\"\"
+        if top < 1:
+            raise ToolError("`top` must be at least 1")
+        counts: dict[str, int] = {}
+        for word in text.lower().split():
+            counts[word] = counts.get(word, 0) + 1
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        return {"words": sum(counts.values()), "top": ranked[:top]}
+
+    __all__ = ["Tool"]  # the component's export; every @tool is in it
+
+Build it (with this directory and `toolcage.py` on the path)::
+
+    python3 -m venv .venv && .venv/bin/pip install componentize-py==0.25.1
+    .venv/bin/componentize-py -d wit -w toolset componentize app \\
+        -p . -p path/to/guest-tools/python -o word_count.wasm
+    toolcage --tools . call word_count '{"text": "a b a"}'
+
+What the module does for you:
+
+- The input schema is derived from the signature when every parameter is
+  annotated with `str`, `int`, `float`, `bool`, `list[...]` of those, or
+  `Optional[...]`/`... | None` of those. A parameter with a default is not
+  required. Anything else (a `dict`, a class, `Any`, `*args`) is refused when
+  the module is imported, so pass `schema=` explicitly: a derived schema is
+  always exact. `additionalProperties` is false.
+- The name is the function's name, the description its docstring, unless
+  given.
+- The return value becomes the outcome: a `str` is the output; anything else
+  JSON-serialisable is both the output (as compact JSON) and `details`;
+  `Result(output, details)` sets them separately.
+- `raise ToolError("what to do instead")` fails the call with that message.
+  Any other exception fails it too, as `tool_error` with
+  `ExceptionType: message`: an exception never traps the component. A
+  `MemoryError` says the tool ran out of memory; the host adds which limit
+  was hit.
+- `log(level, message)` and `progress(message, fraction)` reach the host.
+
+The host calls each tool in a fresh instance, with only the mounted
+directories visible (`open()` works under them), an empty environment and no
+network.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+__all__ = ["Tool", "ToolError", "Result", "tool", "log", "progress"]
+
+
+class ToolError(Exception):
+    """Fails the call with `message`, which the model reads: say what to do
+    instead. `details` (JSON-serialisable) goes to programs."""
+
+    def __init__(self, message: str, details: Any = None):
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+@dataclass
+class Result:
+    """A successful outcome with its `output` text and `details` set apart."""
+
+    output: str
+    details: Any = None
+
+
+@dataclass
+class _Spec:
+    name: str
+    title: Optional[str]
+    description: str
+    schema: dict
+    output_schema: Optional[dict]
+    hints: tuple
+    func: Callable[..., Any]
+
+
+_TOOLS: dict[str, _Spec] = {}
+
+_SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _schema_of(annotation: Any, where: str) -> tuple[dict, bool]:
+    """The JSON Schema of one annotation, and whether it admits None."""
+    if annotation in _SCALARS:
+        return {"type": _SCALARS[annotation]}, False
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1 and len(args) == 2:
+            inner, _ = _schema_of(rest[0], where)
+            return {"anyOf": [inner, {"type": "null"}]}, True
+    if origin is list and len(args) == 1:
+        inner, _ = _schema_of(args[0], where)
+        return {"type": "array", "items": inner}, False
+    raise TypeError(
+        f"{where}: cannot derive an exact JSON Schema from {annotation!r}; "
+        "annotate with str, int, float, bool, list[...] or Optional[...] of "
+        "those, or pass schema= to @tool"
+    )
+
+
+def derive_schema(func: Callable[..., Any]) -> dict:
+    """The input schema of `func` from its type hints (see the module docs)."""
+    hints = typing.get_type_hints(func)
+    properties: dict[str, dict] = {}
+    required: list[str] = []
+    for param in inspect.signature(func).parameters.values():
+        where = f"{func.__name__}({param.name})"
+        if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            raise TypeError(f"{where}: only named parameters map to a schema")
+        if param.name not in hints:
+            raise TypeError(f"{where}: the parameter has no type annotation")
+        schema, _ = _schema_of(hints[param.name], where)
+        if param.default is not param.empty:
+            try:
+                json.dumps(param.default)
+            except TypeError:
+                raise TypeError(f"{where}: the default is not JSON") from None
+            schema["default"] = param.default
+        else:
+            # Optional[...] without a default is required but may be null.
+            required.append(param.name)
+        properties[param.name] = schema
+    schema = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def tool(
+    func: Optional[Callable[..., Any]] = None,
+    *,
+    name: Optional[str] = None,
+    title: Optional[str] = None,
+    description: Optional[str] = None,
+    schema: Optional[dict] = None,
+    output_schema: Optional[dict] = None,
+    read_only: bool = False,
+    idempotent: bool = False,
+    destructive: bool = False,
+    open_world: bool = False,
+):
+    """Registers `func` as a tool of this component; usable bare (`@tool`) or
+    with options. Hints default to none: the host then treats the tool as
+    one that may write."""
+
+    def register(func: Callable[..., Any]) -> Callable[..., Any]:
+        tool_name = name or func.__name__
+        text = description or inspect.getdoc(func)
+        if not text:
+            raise TypeError(f"{tool_name}: give a description or a docstring")
+        if tool_name in _TOOLS:
+            raise TypeError(f"{tool_name}: two tools have this name")
+        _TOOLS[tool_name] = _Spec(
+            name=tool_name,
+            title=title,
+            description=text,
+            schema=schema if schema is not None else derive_schema(func),
+            output_schema=output_schema,
+            hints=(read_only, idempotent, destructive, open_world),
+            func=func,
+        )
+        return func
+
+    return register(func) if func is not None else register
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _message(error: BaseException) -> str:
+    if isinstance(error, MemoryError):
+        return "MemoryError: the tool ran out of memory" + (
+            f" ({error})" if str(error) else ""
+        )
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def log(level: str, message: str) -> None:
+    """Writes a line into the host's log: level is trace, debug, info, warn
+    or error."""
+    from wit_world.imports import host
+
+    host.log(host.Level[level.upper()], message)
+
+
+def progress(message: str, fraction: Optional[float] = None) -> None:
+    """Reports progress of the current call; `fraction` in 0.0..=1.0."""
+    from wit_world.imports import host
+
+    host.progress(message, fraction)
+
+
+class Tool:
+    """The component's export: re-export it from the app module."""
+
+    def describe(self):
+        from wit_world.exports import tool as wit
+
+        out = []
+        for spec in _TOOLS.values():
+            hints = wit.Hints(0)
+            for on, flag in zip(
+                spec.hints,
+                (
+                    wit.Hints.READ_ONLY,
+                    wit.Hints.IDEMPOTENT,
+                    wit.Hints.DESTRUCTIVE,
+                    wit.Hints.OPEN_WORLD,
+                ),
+            ):
+                if on:
+                    hints |= flag
+            out.append(
+                wit.Descriptor(
+                    name=spec.name,
+                    title=spec.title,
+                    description=spec.description,
+                    input_schema=_json(spec.schema),
+                    output_schema=None
+                    if spec.output_schema is None
+                    else _json(spec.output_schema),
+                    hints=hints,
+                )
+            )
+        return out
+
+    def call(self, name: str, arguments: str):
+        from componentize_py_types import Err
+        from wit_world.exports import tool as wit
+
+        try:
+            spec = _TOOLS.get(name)
+            if spec is None:
+                raise ToolError(f"this component has no tool named {name!r}")
+            args = json.loads(arguments)
+            value = spec.func(**args)
+            if isinstance(value, Result):
+                details = None if value.details is None else _json(value.details)
+                return wit.Outcome(output=value.output, details=details)
+            if isinstance(value, str):
+                return wit.Outcome(output=value, details=None)
+            text = _json(value)
+            return wit.Outcome(output=text, details=text)
+        except ToolError as error:
+            details = None if error.details is None else _json(error.details)
+            raise Err(wit.Outcome(output=error.message, details=details))
+        except BaseException as error:  # noqa: BLE001 - never trap
+            raise Err(wit.Outcome(output=_message(error), details=None))
