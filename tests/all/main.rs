@@ -9,6 +9,7 @@ mod clients;
 mod filesystem;
 mod limits;
 mod loading;
+mod new;
 mod pool;
 mod reload;
 mod script_guests;

@@ -122,6 +122,16 @@ pub enum Command {
         #[arg(long, value_name = "N")]
         poll_ms: Option<u64>,
     },
+    /// Write a new tool project NAME/ in the current directory: the WIT
+    /// contract, the language's SDK, an example tool, a build command and a
+    /// test. Prints the commands that build it and call it.
+    New {
+        /// The tool's name, and the project's directory.
+        name: String,
+        /// rust, python or js.
+        #[arg(long, value_enum)]
+        lang: crate::new::Lang,
+    },
     /// Run the tool calls of a model response as one batch (read-only
     /// batches in parallel, others in order, with the config's
     /// `[permissions]`) and print the tool results in the same format.

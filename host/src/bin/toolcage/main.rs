@@ -3,6 +3,7 @@
 
 mod args;
 mod batch;
+mod new;
 mod print;
 mod serve;
 
@@ -90,8 +91,13 @@ fn log_filter(spec: &str) -> Result<tracing_subscriber::EnvFilter, String> {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let global = &cli.global;
+    if let Command::New { name, lang } = &cli.command {
+        new::run(name, *lang, std::path::Path::new("."))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let settings = Settings::new(global)?;
     match &cli.command {
+        Command::New { .. } => unreachable!("handled above"),
         Command::Check { files } => check(&settings, files, global.json).await,
         Command::List => {
             let registry = settings.registry().await?;

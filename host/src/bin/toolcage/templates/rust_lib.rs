@@ -1,0 +1,71 @@
+//! The `{name}` tool. Build it with
+//! `cargo build --release --target wasm32-wasip2`, check it with
+//! `toolcage check target/wasm32-wasip2/release/{file}.wasm`, and test its
+//! logic natively with `cargo test`.
+
+use toolcage_guest::{Descriptor, Outcome, Tool, Value, json, parse_args};
+
+struct WordCount;
+
+#[derive(serde::Deserialize)]
+struct Args {
+    text: String,
+    #[serde(default = "three")]
+    top: usize,
+}
+
+fn three() -> usize {
+    3
+}
+
+impl Tool for WordCount {
+    fn descriptor() -> Descriptor {
+        Descriptor::new(
+            "{name}",
+            "Counts the words of `text` and lists the `top` most frequent.",
+        )
+        .input_schema(json!({
+            "type": "object",
+            "properties": {
+                "text": { "type": "string" },
+                "top": { "type": "integer", "minimum": 1, "default": 3 }
+            },
+            "required": ["text"],
+            "additionalProperties": false
+        }))
+        .read_only()
+        .idempotent()
+    }
+
+    fn call(args: Value) -> Result<Outcome, Outcome> {
+        let Args { text, top } = parse_args(args)?;
+        let (words, ranked) = count(&text, top);
+        let details = json!({ "words": words, "top": ranked });
+        Ok(Outcome::text(details.to_string()).with_details(details))
+    }
+}
+
+/// The number of words, and the `top` most frequent with their counts.
+fn count(text: &str, top: usize) -> (usize, Vec<(String, usize)>) {
+    let mut counts = std::collections::BTreeMap::new();
+    for word in text.split_whitespace() {
+        *counts.entry(word.to_lowercase()).or_insert(0) += 1;
+    }
+    let words = counts.values().sum();
+    let mut ranked: Vec<(String, usize)> = counts.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    ranked.truncate(top);
+    (words, ranked)
+}
+
+toolcage_guest::export_tools!(WordCount);
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn counts_and_ranks_words() {
+        let (words, top) = super::count("a b A", 1);
+        assert_eq!(words, 3);
+        assert_eq!(top, [("a".to_string(), 2)]);
+    }
+}
