@@ -109,6 +109,7 @@ pub(crate) fn compile(
         Some([0, b'a', b's', b'm', ..]) => {}
         _ => return Err(LoadError::NotWasm),
     }
+    check_imports(bytes)?;
     let component = wasmtime::component::Component::new(&engine.engine, bytes)
         .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
     let pre = engine
@@ -116,4 +117,112 @@ pub(crate) fn compile(
         .instantiate_pre(&component)
         .map_err(|e| LoadError::Import(format!("{e:#}")))?;
     ToolsetPre::new(pre).map_err(|e| LoadError::Export(format!("{e:#}")))
+}
+
+/// The interfaces a component may import: WASI 0.2's, as
+/// `wasmtime_wasi::p2::add_to_linker_async` provides them (the network ones
+/// are there but deny every address), and toolcage's host interface.
+const PROVIDED: &[&str] = &[
+    "wasi:cli/environment",
+    "wasi:cli/exit",
+    "wasi:cli/stdin",
+    "wasi:cli/stdout",
+    "wasi:cli/stderr",
+    "wasi:cli/terminal-input",
+    "wasi:cli/terminal-output",
+    "wasi:cli/terminal-stdin",
+    "wasi:cli/terminal-stdout",
+    "wasi:cli/terminal-stderr",
+    "wasi:clocks/monotonic-clock",
+    "wasi:clocks/wall-clock",
+    "wasi:filesystem/preopens",
+    "wasi:filesystem/types",
+    "wasi:io/error",
+    "wasi:io/poll",
+    "wasi:io/streams",
+    "wasi:random/random",
+    "wasi:random/insecure",
+    "wasi:random/insecure-seed",
+    "wasi:sockets/network",
+    "wasi:sockets/instance-network",
+    "wasi:sockets/ip-name-lookup",
+    "wasi:sockets/tcp",
+    "wasi:sockets/tcp-create-socket",
+    "wasi:sockets/udp",
+    "wasi:sockets/udp-create-socket",
+    "toolcage:tool/host",
+];
+
+/// Refuses, before the (possibly long) compile, a component that imports an
+/// interface toolcage does not provide, naming it. Only names are checked
+/// here; versions and types are checked when linking. Bytes that do not
+/// parse are left to the compiler, which says what is wrong with them.
+fn check_imports(bytes: &[u8]) -> Result<(), LoadError> {
+    use wasmparser::{Parser, Payload};
+    let mut depth = 0usize;
+    for payload in Parser::new(0).parse_all(bytes) {
+        let Ok(payload) = payload else {
+            return Ok(());
+        };
+        match payload {
+            Payload::Version { .. } => depth += 1,
+            Payload::End(_) => depth = depth.saturating_sub(1),
+            Payload::ComponentImportSection(imports) if depth == 1 => {
+                for import in imports {
+                    let Ok(import) = import else {
+                        return Ok(());
+                    };
+                    let name = import.name.name;
+                    let interface = name
+                        .split_once('@')
+                        .map_or(name, |(interface, _)| interface);
+                    if !PROVIDED.contains(&interface) {
+                        return Err(LoadError::Import(format!(
+                            "`{name}` (toolcage provides the WASI 0.2 cli, clocks, filesystem, io, random and sockets interfaces, and toolcage:tool/host; a JavaScript tool built with componentize-js needs `--disable http fetch-event`)"
+                        )));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_imports;
+
+    /// `(component (type (instance)) (import "<name>" (instance (type 0))))`
+    fn importing(name: &str) -> Vec<u8> {
+        let mut bytes = b"\0asm\x0d\0\x01\0".to_vec();
+        let mut section = vec![1u8]; // one import
+        section.push(0x00); // a plain name
+        section.push(name.len() as u8);
+        section.extend(name.as_bytes());
+        section.extend([0x05, 0x00]); // instance type 0
+        let mut types = vec![1u8, 0x42, 0x00]; // one type: an empty instance
+        let mut out = Vec::new();
+        out.push(7u8); // type section
+        out.push(types.len() as u8);
+        out.append(&mut types);
+        out.push(10u8); // import section
+        out.push(section.len() as u8);
+        out.extend(section);
+        bytes.extend(out);
+        bytes
+    }
+
+    #[test]
+    fn unknown_interfaces_are_refused_by_name() {
+        assert!(check_imports(&importing("wasi:cli/environment@0.2.6")).is_ok());
+        assert!(check_imports(&importing("toolcage:tool/host@0.1.0")).is_ok());
+        let error = check_imports(&importing("wasi:http/types@0.2.6")).unwrap_err();
+        assert!(
+            error.to_string().contains("`wasi:http/types@0.2.6`"),
+            "{error}"
+        );
+        // What does not parse is left to the compiler.
+        assert!(check_imports(b"\0asm\x0d\0\x01\0\xff").is_ok());
+    }
 }
