@@ -1,0 +1,74 @@
+//! The Python and JavaScript example tools beside a Rust one, through the
+//! library: component size, load time (cold: compiled; warm: from the disk
+//! compile cache), and p50 per call and calls/s with one caller, the
+//! component already loaded. The Rust tool is the `echo` fixture: a call
+//! that does next to nothing, so its figure is the sandbox's own cost and
+//! the difference is the interpreter's.
+//!
+//! Run with `cargo bench -p toolcage-tests --bench script_guests`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolcage::{Registry, Runtime};
+use toolcage_tests::guests;
+
+const CALLS: usize = 200;
+
+fn main() {
+    let cache = tempfile::tempdir().expect("a temporary directory");
+    let csv = "region,sales\nnorth,10\nsouth,20\nnorth,5\n";
+    let markdown = "# Title\n\nText\n\n## Part\n\n```\n# not a heading\n```\n";
+    let cases: [(&str, &str, &str, Value); 3] = [
+        ("Rust", guests::FIXTURE_ECHO, "echo", json!({ "text": "hello" })),
+        ("Python", guests::CSV_SUMMARY, "csv_summary", json!({ "text": csv })),
+        ("JavaScript", guests::MARKDOWN_OUTLINE, "markdown_outline", json!({ "text": markdown })),
+    ];
+    let tokio = tokio::runtime::Runtime::new().expect("tokio");
+    println!(
+        "{:<11} {:>9} {:>10} {:>10} {:>9} {:>9}",
+        "tool", "size MB", "cold s", "warm ms", "p50 ms", "calls/s"
+    );
+    for (language, path, tool, args) in cases {
+        let size = std::fs::metadata(path).expect("built").len() as f64 / 1e6;
+        let (cold, _) = tokio.block_on(load(path, cache.path()));
+        let (warm, registry) = tokio.block_on(load(path, cache.path()));
+        let (p50, per_second) = tokio.block_on(calls(&registry, tool, &args));
+        println!(
+            "{language:<11} {size:>9.1} {:>10.1} {:>10.1} {:>9.2} {per_second:>9.0}",
+            cold.as_secs_f64(),
+            warm.as_secs_f64() * 1e3,
+            p50.as_secs_f64() * 1e3,
+        );
+    }
+}
+
+/// Loads `path` in a fresh runtime caching compiled code in `cache`.
+async fn load(path: &str, cache: &std::path::Path) -> (Duration, Registry) {
+    let started = Instant::now();
+    let runtime = Runtime::with_disk_cache(cache).expect("a runtime");
+    let mut registry = Registry::builder()
+        .runtime(&runtime)
+        .build()
+        .expect("a registry");
+    let report = registry.load_file(path).await;
+    assert!(report.is_ok(), "{:?}", report.error);
+    (started.elapsed(), registry)
+}
+
+/// p50 of `CALLS` calls one after another, and calls per second.
+async fn calls(registry: &Registry, tool: &str, args: &Value) -> (Duration, f64) {
+    let result = registry.call(tool, args.clone()).await;
+    assert!(!result.is_error, "{}", result.output);
+    let started = Instant::now();
+    let mut times = Vec::with_capacity(CALLS);
+    for _ in 0..CALLS {
+        let call = Instant::now();
+        let result = registry.call(tool, args.clone()).await;
+        times.push(call.elapsed());
+        assert!(!result.is_error, "{}", result.output);
+    }
+    let per_second = CALLS as f64 / started.elapsed().as_secs_f64();
+    times.sort();
+    (times[CALLS / 2], per_second)
+}
