@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import tempfile
+import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -69,6 +70,23 @@ def server_args(config_file):
         "--timeout-ms", "5000",
         "serve",
     ]
+
+
+def start_http(config_file, *flags):
+    """Starts `toolcage serve --http` on a free loopback port; returns (process, url)."""
+    return launch_http([*server_args(config_file), "--http", "127.0.0.1:0", *flags])
+
+
+def launch_http(args):
+    """Runs `toolcage ARGS` (a `serve --http`) until it says where it serves;
+    returns (process, url)."""
+    server = subprocess.Popen([BIN, *args], stderr=subprocess.PIPE, text=True)
+    for line in server.stderr:
+        match = re.search(r"serving MCP at (http://\S+)", line)
+        if match:
+            threading.Thread(target=server.stderr.read, daemon=True).start()
+            return server, match.group(1)
+    raise AssertionError("toolcage serve --http did not start")
 
 
 @pytest.fixture(scope="session")

@@ -3,14 +3,14 @@ SIGTERM and at the end of stdin with calls in flight, and stateless replicas."""
 
 import json
 import os
-import re
 import signal
 import subprocess
 import threading
 import time
 import urllib.request
 
-from conftest import BIN, INITIALIZE, server_args
+from conftest import BIN, INITIALIZE, server_args, start_http
+
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
@@ -56,20 +56,6 @@ def test_stdio_sigterm_finishes_calls_in_flight(config_file):
     stdout, _ = server.communicate(timeout=30)
     assert server.returncode == 0
     assert responses(stdout)[2]["result"]["content"][0]["text"] == "slow 2"
-
-
-def start_http(config_file, *flags):
-    server = subprocess.Popen(
-        [BIN, *server_args(config_file), "--http", "127.0.0.1:0", *flags],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    for line in server.stderr:
-        match = re.search(r"serving MCP at (http://\S+)", line)
-        if match:
-            threading.Thread(target=server.stderr.read, daemon=True).start()
-            return server, match.group(1)
-    raise AssertionError("toolcage serve --http did not start")
 
 
 def post(url, message, session=None):
