@@ -1,6 +1,7 @@
 """`toolcage serve`'s life cycle, seen from outside: graceful shutdown on
 SIGTERM and at the end of stdin with calls in flight, and stateless replicas."""
 
+import http.client
 import json
 import os
 import signal
@@ -120,3 +121,53 @@ def test_stateless_replicas_serve_any_request(config_file):
         for server in (first, second):
             server.terminate()
             assert server.wait(timeout=30) == 0
+
+
+def test_allowed_host_names_are_served_and_others_refused(config_file):
+    """Behind a Kubernetes Service or a balancer that keeps the client's Host,
+    requests name the server by a name the operator allows with
+    --allow-host; other names are still refused (DNS rebinding)."""
+    server, url = start_http(
+        config_file, "--stateless",
+        "--allow-host", "toolcage.tools.svc", "--allow-host", "mcp.example:8443",
+    )
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    body = json.dumps({**slow_call(3, ms=1), "id": 3})
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    try:
+        statuses = {}
+        for host in ["toolcage.tools.svc", "toolcage.tools.svc:8080", "mcp.example:8443",
+                     "mcp.example:9000", "mcp.example", "evil.example",
+                     f"127.0.0.1:{port}"]:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            connection.request("POST", "/mcp", body, {**headers, "Host": host})
+            response = connection.getresponse()
+            statuses[host] = response.status
+            if response.status == 200:
+                assert json.loads(response.read())["result"]["content"][0]["text"] == "slow 3"
+            connection.close()
+        assert statuses == {
+            "toolcage.tools.svc": 200,
+            "toolcage.tools.svc:8080": 200,
+            "mcp.example:8443": 200,
+            "mcp.example:9000": 403,
+            "mcp.example": 403,
+            "evil.example": 403,
+            f"127.0.0.1:{port}": 200,
+        }
+    finally:
+        server.terminate()
+        assert server.wait(timeout=30) == 0
+
+
+def test_allow_host_needs_http(config_file):
+    done = subprocess.run(
+        [BIN, *server_args(config_file), "--allow-host", "toolcage.tools.svc"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+    )
+    assert done.returncode == 2, done
+    assert "--allow-host apply to --http only" in done.stderr

@@ -21,6 +21,7 @@ pub struct Serve {
     pub token_file: Option<PathBuf>,
     pub stateless: bool,
     pub max_body_bytes: Option<usize>,
+    pub allow_hosts: Vec<String>,
     pub watch: Option<WatchOptions>,
     /// The file SIGHUP re-reads, if the config came from one.
     pub config_file: Option<PathBuf>,
@@ -43,8 +44,14 @@ impl Serve {
         let shutdown = CancellationToken::new();
         tokio::spawn(stop_on_signals(shutdown.clone()));
         let Some(addr) = &self.http else {
-            if self.token_file.is_some() || self.stateless || self.max_body_bytes.is_some() {
-                bail!("--token-file, --stateless and --max-body-kib apply to --http only");
+            if self.token_file.is_some()
+                || self.stateless
+                || self.max_body_bytes.is_some()
+                || !self.allow_hosts.is_empty()
+            {
+                bail!(
+                    "--token-file, --stateless, --max-body-kib and --allow-host apply to --http only"
+                );
             }
             return server
                 .serve_stdio_until(shutdown)
@@ -55,6 +62,9 @@ impl Serve {
         let mut options = HttpOptions::default().stateless(self.stateless);
         if let Some(bytes) = self.max_body_bytes {
             options = options.max_body_bytes(bytes);
+        }
+        for host in &self.allow_hosts {
+            options = options.allow_host(host);
         }
         if let Some(token) = self.token()? {
             options = options.token(token);
