@@ -77,10 +77,10 @@ def start_http(config_file, *flags):
     return launch_http([*server_args(config_file), "--http", "127.0.0.1:0", *flags])
 
 
-def launch_http(args):
+def launch_http(args, env=None):
     """Runs `toolcage ARGS` (a `serve --http`) until it says where it serves;
     returns (process, url)."""
-    server = subprocess.Popen([BIN, *args], stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen([BIN, *args], stderr=subprocess.PIPE, text=True, env=env)
     for line in server.stderr:
         match = re.search(r"serving MCP at (http://\S+)", line)
         if match:
