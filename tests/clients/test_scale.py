@@ -34,7 +34,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from conftest import TOOLS, launch_http, start_http
+from conftest import TOOLS, launch_http, server_args
 
 pytestmark = pytest.mark.anyio
 
@@ -99,10 +99,33 @@ def deployed_config(replicas, port):
     return site, int(fail_timeout[0])
 
 
+class Replica:
+    """A `toolcage serve --http --stateless` that logs each call's start (the
+    echo tool's "echoing N bytes" line, at info): when each call started
+    there, as the replica saw it, and the length of its text (unique per
+    call in a Wave)."""
+
+    def __init__(self, config_file):
+        self.started = []  # (time.monotonic(), text length) of each call's start
+        args = [*server_args(config_file), "--http", "127.0.0.1:0", "--stateless",
+                "--log-level", "toolcage::guest=info"]
+        self.process, url = launch_http(args, on_line=self.line)
+        self.address = re.match(r"http://([^/]+)/mcp$", url).group(1)
+
+    def line(self, line):
+        match = re.search(r"echoing (\d+) bytes", line)
+        if match:
+            self.started.append((time.monotonic(), int(match.group(1))))
+
+    def calls_started_within(self, seconds):
+        now = time.monotonic()
+        return sum(1 for t, _ in self.started if now - t <= seconds)
+
+
 @dataclass
 class Balancer:
     url: str
-    replicas: list  # of (process, "127.0.0.1:port")
+    replicas: list  # of Replica
     access_log: Path
     fail_timeout: int
 
@@ -134,8 +157,8 @@ class Balancer:
 @pytest.fixture
 def balancer(config_file):
     nginx = nginx_binary()
-    replicas = [start_http(config_file, "--stateless") for _ in range(3)]
-    addresses = [re.match(r"http://([^/]+)/mcp$", url).group(1) for _, url in replicas]
+    replicas = [Replica(config_file) for _ in range(3)]
+    addresses = [replica.address for replica in replicas]
     directory = Path(tempfile.mkdtemp(prefix="toolcage-nginx-"))
     # nginx's workers (user nobody when started as root) create and use the
     # temporary directories in here.
@@ -164,14 +187,14 @@ def balancer(config_file):
             time.sleep(0.05)
         yield Balancer(
             url=f"http://127.0.0.1:{port}/mcp",
-            replicas=[(process, address) for (process, _), address in zip(replicas, addresses)],
+            replicas=replicas,
             access_log=directory / "access.log",
             fail_timeout=fail_timeout,
         )
     finally:
         server.terminate()
         server.wait(timeout=10)
-        for process, _ in replicas:
+        for process in (replica.process for replica in replicas):
             if process.poll() is None:
                 process.terminate()
                 assert process.wait(timeout=30) == 0, "a replica did not stop cleanly"
@@ -199,60 +222,67 @@ def assert_own_result(call, text, outcome):
     assert outcome.structured_content == {"length": len(text)}
 
 
-async def test_a_replica_killed_mid_run_fails_only_its_calls_in_flight(balancer):
-    """120 slow calls (0.9 to 1.5 s each), 24 at a time, about 8 in flight on
-    each replica; one replica is killed with SIGKILL once 9 calls are surely
-    in flight. Then, once nginx's fail_timeout has passed, 30 more
-    calls."""
-    victim, victim_address = balancer.replicas[0]
-    wave, concurrency = 120, 24
-    outcomes = {}
-    sent = {}  # call -> when its tools/call was sent
+class Wave:
+    """Calls through the balancer, each from its own SDK client, `limit` at
+    a time: their outcomes, and when each tools/call was sent."""
 
-    async def one(call, sleep_ms, limit):
+    def __init__(self, url):
+        self.url = url
+        self.outcomes = {}  # call -> (its text, its result or MCPError)
+        self.sent = {}  # call -> when its tools/call was sent
+        self.texts = {}  # length of a call's text -> the call
+
+    async def call(self, call, sleep_ms, limit):
+        # A text of a length of its own, which the replica logs.
+        text = f"{call}: its own text {'+' * len(self.texts)}"
+        self.texts[len(text)] = call
         async with limit:
-            text = f"{call}: its own text"
 
             def calling():
-                sent[call] = time.monotonic()
+                self.sent[call] = time.monotonic()
 
-            outcome = await sdk_call(balancer.url, call, text, sleep_ms, calling)
-            outcomes[call] = (text, outcome)
+            outcome = await sdk_call(self.url, call, text, sleep_ms, calling)
+            self.outcomes[call] = (text, outcome)
 
-    def surely_in_flight():
-        """Calls sent 0.2 to 0.8 s ago: at a replica by now (a request takes
-        milliseconds), and still sleeping there (each sleeps 0.9 s or more)."""
-        now = time.monotonic()
-        return [c for c, t in sent.items() if c not in outcomes and 0.2 <= now - t <= 0.8]
+    async def until_in_flight_on(self, replica, replicas, first):
+        """Waits until `first` calls have been answered and every replica
+        has served some, then until `replica` has started at least 2 calls
+        in the last 0.5 s: calls that sleep 0.9 s or more, in flight there
+        now."""
+        while (
+            len(self.outcomes) < first
+            or not all(r.started for r in replicas)
+            or replica.calls_started_within(0.5) < 2
+        ):
+            assert len(self.outcomes) < 3 * first, "never 2 calls in flight on the replica"
+            await anyio.sleep(0.01)
 
+
+async def test_a_replica_killed_mid_run_fails_only_its_calls_in_flight(balancer):
+    """120 slow calls (0.9 to 1.5 s each), 24 at a time, about 8 in flight on
+    each replica; one replica is killed with SIGKILL once it has calls in
+    flight (it logs each call's start)."""
+    victim = balancer.replicas[0]
+    victim_address = victim.address
+    wave, concurrency = Wave(balancer.url), 24
     with anyio.fail_after(60):
         limit = anyio.Semaphore(concurrency)
         async with anyio.create_task_group() as group:
-            for i in range(wave):
+            for i in range(120):
                 # Durations of their own, so that the calls do not move in
-                # lockstep waves with gaps between them.
-                group.start_soon(one, f"before-{i}", 900 + (i * 137) % 600, limit)
-            # Once the first round has been answered (by every replica), and
-            # at least 9 calls (about 3 per replica) are in flight.
-            while len(outcomes) < concurrency or len(surely_in_flight()) < 9:
-                assert len(outcomes) < wave / 2, "never 9 calls in flight at once"
-                await anyio.sleep(0.01)
-            victim.kill()
-            killed_at = time.time()
-            victim.wait()
-        # nginx leaves the dead replica out for fail_timeout, then tries it
-        # again: with a real request, whose connection is refused.
-        await anyio.sleep(max(0.0, killed_at + balancer.fail_timeout + 0.5 - time.time()))
-        limit = anyio.Semaphore(6)
-        async with anyio.create_task_group() as group:
-            for i in range(30):
-                group.start_soon(one, f"after-{i}", 0, limit)
+                # lockstep rounds with gaps between them.
+                group.start_soon(wave.call, f"before-{i}", 900 + (i * 137) % 600, limit)
+            await wave.until_in_flight_on(victim, balancer.replicas, concurrency)
+            victim.process.kill()
+            killed_at, killed_monotonic = time.time(), time.monotonic()
+            victim.process.wait()
+    outcomes = wave.outcomes
 
     log = balancer.log()
     by_call = {}
     for entry in log:
         by_call.setdefault(entry["call"], []).append(entry)
-    replicas = [address for _, address in balancer.replicas]
+    replicas = [replica.address for replica in balancer.replicas]
 
     # Before the kill, the calls were spread over all three replicas.
     served = {e["upstream"] for e in log if e["status"] == 200 and e["end"] < killed_at}
@@ -280,70 +310,94 @@ async def test_a_replica_killed_mid_run_fails_only_its_calls_in_flight(balancer)
     around = [e for e in log if e["start"] - 2 < killed_at < e["end"] + 2]
     assert failed, f"the kill hit no call in flight; killed at {killed_at}: {around}"
     assert len(failed) <= concurrency, failed
-    assert all(call.startswith("before-") for call in failed)
     # Every request that reached the killed replica and was in flight when
     # it died failed: none was answered twice, none silently.
     for entry in log:
         if entry["upstream"] == victim_address and entry["start"] < killed_at < entry["end"] - 0.2:
             assert entry["status"] == 502 and entry["call"] in failed, entry
+    # Later requests were answered by the other replicas: nginx leaves a
+    # replica that failed out for fail_timeout, and a request it still sent
+    # there was refused a connection and tried on the next one.
+    later = [e for e in log if e["start"] > killed_at + 0.05]
+    assert later and all(e["status"] == 200 for e in later), later
+    for entry in later:
+        if victim_address in entry["upstream"]:
+            assert entry["upstream"].startswith(f"{victim_address}, "), entry
+    assert all(wave.sent[call] < killed_monotonic for call in failed)
 
-    # A request that nginx sent to the dead replica after the kill (once
-    # fail_timeout was over) was refused a connection, and retried on another
-    # replica, though it is a POST.
-    for entry in log:
-        if entry["start"] > killed_at + 0.05 and victim_address in entry["upstream"]:
-            tried = entry["upstream"].split(", ")
-            assert tried[0] == victim_address and tried[1] in replicas[1:], entry
-            assert entry["upstream_status"] == "502, 200" and entry["status"] == 200, entry
-    retried = [
-        e for e in log
-        if e["call"].startswith("after-") and e["upstream"].startswith(f"{victim_address}, ")
-    ]
-    assert retried, "no request tried the dead replica once its fail_timeout was over"
-    # MCP requests are all POSTs (tools/call, or the SDK's tools/list).
-    assert all(e["verb"] == "POST" for e in retried), retried
+
+async def test_a_refused_connection_is_retried_on_another_replica(balancer):
+    """A replica that is down before any traffic: the first request nginx
+    sends its way is refused a connection, which carried nothing, so nginx
+    tries the next replica, though it is a POST; then leaves the dead one
+    out. No call fails."""
+    dead = balancer.replicas[2]
+    dead.process.kill()
+    dead.process.wait()
+    wave, limit = Wave(balancer.url), anyio.Semaphore(3)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            for i in range(12):
+                group.start_soon(wave.call, f"call-{i}", 0, limit)
+    for call, (text, outcome) in wave.outcomes.items():
+        assert_own_result(call, text, outcome)
+    log = balancer.log()
+    assert all(e["status"] == 200 for e in log)
+    retried = [e for e in log if dead.address in e["upstream"]]
+    assert retried, "nginx never tried the dead replica"
+    for entry in retried:
+        first, then = entry["upstream"].split(", ")
+        assert first == dead.address and then in (r.address for r in balancer.replicas[:2])
+        assert (entry["upstream_status"], entry["verb"]) == ("502, 200", "POST"), entry
 
 
 async def test_a_replica_stopped_with_sigterm_finishes_its_calls_and_loses_none(balancer):
     """A rolling restart's stop: 90 calls of 0.9 to 1.5 s, 24 at a time; one
     replica gets SIGTERM with calls in flight on it. They finish there, with
-    their results; later requests go to the other replicas; no call fails."""
-    stopping, stopping_address = balancer.replicas[1]
-    wave, concurrency = 90, 24
-    outcomes, sent = {}, {}
+    their results, and later requests go to the other replicas.
 
-    async def one(call, sleep_ms, limit):
-        async with limit:
-            text = f"{call}: its own text"
-
-            def calling():
-                sent[call] = time.monotonic()
-
-            outcomes[call] = (text, await sdk_call(balancer.url, call, text, sleep_ms, calling))
-
+    One race is allowed, and only it: a request that nginx has written to an
+    idle keep-alive connection of the stopping replica, but which the replica
+    has not read yet when it closes its idle connections, fails with the 502
+    (a POST is not retried). Every call the replica had started finishes."""
+    stopping = balancer.replicas[1]
+    wave, concurrency = Wave(balancer.url), 24
     with anyio.fail_after(60):
         limit = anyio.Semaphore(concurrency)
         async with anyio.create_task_group() as group:
-            for i in range(wave):
-                group.start_soon(one, f"call-{i}", 900 + (i * 137) % 600, limit)
-            while len(outcomes) < concurrency:
-                await anyio.sleep(0.01)
-            stopping.send_signal(signal.SIGTERM)
+            for i in range(90):
+                group.start_soon(wave.call, f"call-{i}", 900 + (i * 137) % 600, limit)
+            await wave.until_in_flight_on(stopping, balancer.replicas, concurrency)
+            stopping.process.send_signal(signal.SIGTERM)
             stopped_at = time.time()
             # It exits 0 once its calls in flight have answered.
-            await anyio.to_thread.run_sync(lambda: stopping.wait(timeout=30))
-            assert stopping.returncode == 0
-    for call, (text, outcome) in outcomes.items():
-        assert_own_result(call, text, outcome)
+            await anyio.to_thread.run_sync(lambda: stopping.process.wait(timeout=30))
+            assert stopping.process.returncode == 0
     log = balancer.log()
-    assert all(e["status"] == 200 for e in log), [e for e in log if e["status"] != 200]
+    # The calls the stopping replica had started, by its own log.
+    started_there = {wave.texts[length] for _, length in stopping.started}
+    lost = []
+    for call, (text, outcome) in wave.outcomes.items():
+        if isinstance(outcome, MCPError):
+            assert outcome.error.message.startswith(
+                "Bad Gateway: no toolcage replica answered this request "
+                f"(nginx tried {stopping.address}: 502)."
+            ), outcome.error.message
+            assert call not in started_there, f"{call} started on the stopping replica, then failed"
+            [entry] = [e for e in log if e["call"] == call and e["status"] != 200]
+            assert entry["end"] >= stopped_at - 0.05, f"{call} failed before the SIGTERM: {entry}"
+            lost.append(call)
+        else:
+            assert_own_result(call, text, outcome)
+    assert len(lost) <= 2, lost
     # Calls were in flight on it at the SIGTERM, and finished there.
     finished_there = [
         e for e in log
-        if e["upstream"] == stopping_address and e["method"] == "tools/call"
-        and e["start"] < stopped_at < e["end"]
+        if e["upstream"] == stopping.address and e["method"] == "tools/call"
+        and e["start"] < stopped_at < e["end"] and e["status"] == 200
     ]
     assert finished_there, "no call was in flight on the stopped replica"
+    assert all(e["call"] in started_there for e in finished_there)
 
 
 # --- 1,000 concurrent calls on one server -----------------------------------
