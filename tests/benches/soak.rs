@@ -352,8 +352,8 @@ fn plot(series: &[&Series]) -> String {
     const WIDTH: f64 = 760.0;
     const PANEL: f64 = 260.0;
     const LEFT: f64 = 70.0;
-    const RIGHT: f64 = 20.0;
-    const TOP: f64 = 40.0;
+    const RIGHT: f64 = 40.0;
+    const TOP: f64 = 56.0;
     const BOTTOM: f64 = 45.0;
     let height = series.len() as f64 * (PANEL + TOP + BOTTOM);
     let mut svg = format!(
@@ -376,11 +376,13 @@ fn plot(series: &[&Series]) -> String {
         let x = |calls: f64| LEFT + calls / max_calls * plot_width;
         let y = |mib: f64| y0 + PANEL - mib / top * PANEL;
         svg += &format!(
-            "<text x=\"{LEFT}\" y=\"{:.1}\" font-size=\"14\" font-weight=\"bold\">{}: RSS every {} calls ({:.0} calls/s); last/warm-up {:.3}, max/warm-up {:.3}</text>\n",
-            y0 - 14.0,
+            "<text x=\"{LEFT}\" y=\"{:.1}\" font-size=\"14\" font-weight=\"bold\">{}</text>\n<text x=\"{LEFT}\" y=\"{:.1}\">RSS every {} calls, {:.0} calls/s; after warm-up {:.1} MiB, last/warm-up {:.3}, max/warm-up {:.3}</text>\n",
+            y0 - 30.0,
             s.name,
-            s.samples[0].0,
+            y0 - 12.0,
+            thousands(s.samples[0].0),
             s.calls_per_second,
+            base,
             s.last_ratio(),
             s.max_ratio()
         );
