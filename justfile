@@ -29,6 +29,6 @@ demo:
     cargo run -p toolcage -- --mount .:/workspace call grep '{"pattern": "first wins", "path": "/workspace/host/src"}'
     cargo run -p toolcage -- call calc '{"expression": "2 ^ 10 - sqrt(16)"}'
 
-# Benchmarks: per-call cost against bare wasmtime, start-up of 100 components, grep and read_file against native tools.
+# Benchmarks (tests/benches): per call, start-up, the toolset, MCP, reloads, script guests, and the soak.
 bench:
     cargo bench -p toolcage-tests

@@ -1,9 +1,10 @@
 //! toolcage driven by real clients: the official MCP Python SDK against
 //! `toolcage serve`, over stdio and Streamable HTTP, on 2026-07-28 and the
 //! older revisions, its life cycle (graceful shutdown, stateless replicas)
-//! and hot reload; and `definitions` and `run-calls` checked against the
-//! types of the official `openai`, `anthropic` and `mcp` SDKs
-//! (`tests/clients/`, run with pytest in the venv that `clients_python`
+//! and hot reload; scale-out behind a real nginx (`deploy/nginx.conf`) and
+//! 1,000 concurrent calls on one server; and `definitions` and `run-calls`
+//! checked against the types of the official `openai`, `anthropic` and `mcp`
+//! SDKs (`tests/clients/`, run with pytest in the venv that `clients_python`
 //! installs).
 
 use std::process::Command;

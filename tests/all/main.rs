@@ -8,6 +8,7 @@ mod cli;
 mod clients;
 mod filesystem;
 mod limits;
+mod load;
 mod loading;
 mod new;
 mod pool;

@@ -20,9 +20,24 @@ fn main() {
     let csv = "region,sales\nnorth,10\nsouth,20\nnorth,5\n";
     let markdown = "# Title\n\nText\n\n## Part\n\n```\n# not a heading\n```\n";
     let cases: [(&str, &str, &str, Value); 3] = [
-        ("Rust", guests::FIXTURE_ECHO, "echo", json!({ "text": "hello" })),
-        ("Python", guests::CSV_SUMMARY, "csv_summary", json!({ "text": csv })),
-        ("JavaScript", guests::MARKDOWN_OUTLINE, "markdown_outline", json!({ "text": markdown })),
+        (
+            "Rust",
+            guests::FIXTURE_ECHO,
+            "echo",
+            json!({ "text": "hello" }),
+        ),
+        (
+            "Python",
+            guests::CSV_SUMMARY,
+            "csv_summary",
+            json!({ "text": csv }),
+        ),
+        (
+            "JavaScript",
+            guests::MARKDOWN_OUTLINE,
+            "markdown_outline",
+            json!({ "text": markdown }),
+        ),
     ];
     let tokio = tokio::runtime::Runtime::new().expect("tokio");
     println!(

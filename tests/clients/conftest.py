@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import tempfile
+import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -69,6 +70,30 @@ def server_args(config_file):
         "--timeout-ms", "5000",
         "serve",
     ]
+
+
+def start_http(config_file, *flags):
+    """Starts `toolcage serve --http` on a free loopback port; returns (process, url)."""
+    return launch_http([*server_args(config_file), "--http", "127.0.0.1:0", *flags])
+
+
+def launch_http(args, env=None, on_line=None):
+    """Runs `toolcage ARGS` (a `serve --http`) until it says where it serves;
+    returns (process, url). `on_line`, if given, gets every later line of
+    its stderr."""
+    server = subprocess.Popen([BIN, *args], stderr=subprocess.PIPE, text=True, env=env)
+
+    def drain():
+        for line in server.stderr:
+            if on_line:
+                on_line(line)
+
+    for line in server.stderr:
+        match = re.search(r"serving MCP at (http://\S+)", line)
+        if match:
+            threading.Thread(target=drain, daemon=True).start()
+            return server, match.group(1)
+    raise AssertionError("toolcage serve --http did not start")
 
 
 @pytest.fixture(scope="session")

@@ -1,16 +1,17 @@
 """`toolcage serve`'s life cycle, seen from outside: graceful shutdown on
 SIGTERM and at the end of stdin with calls in flight, and stateless replicas."""
 
+import http.client
 import json
 import os
-import re
 import signal
 import subprocess
 import threading
 import time
 import urllib.request
 
-from conftest import BIN, INITIALIZE, server_args
+from conftest import BIN, INITIALIZE, server_args, start_http
+
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
@@ -56,20 +57,6 @@ def test_stdio_sigterm_finishes_calls_in_flight(config_file):
     stdout, _ = server.communicate(timeout=30)
     assert server.returncode == 0
     assert responses(stdout)[2]["result"]["content"][0]["text"] == "slow 2"
-
-
-def start_http(config_file, *flags):
-    server = subprocess.Popen(
-        [BIN, *server_args(config_file), "--http", "127.0.0.1:0", *flags],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    for line in server.stderr:
-        match = re.search(r"serving MCP at (http://\S+)", line)
-        if match:
-            threading.Thread(target=server.stderr.read, daemon=True).start()
-            return server, match.group(1)
-    raise AssertionError("toolcage serve --http did not start")
 
 
 def post(url, message, session=None):
@@ -134,3 +121,53 @@ def test_stateless_replicas_serve_any_request(config_file):
         for server in (first, second):
             server.terminate()
             assert server.wait(timeout=30) == 0
+
+
+def test_allowed_host_names_are_served_and_others_refused(config_file):
+    """Behind a Kubernetes Service or a balancer that keeps the client's Host,
+    requests name the server by a name the operator allows with
+    --allow-host; other names are still refused (DNS rebinding)."""
+    server, url = start_http(
+        config_file, "--stateless",
+        "--allow-host", "toolcage.tools.svc", "--allow-host", "mcp.example:8443",
+    )
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    body = json.dumps({**slow_call(3, ms=1), "id": 3})
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    try:
+        statuses = {}
+        for host in ["toolcage.tools.svc", "toolcage.tools.svc:8080", "mcp.example:8443",
+                     "mcp.example:9000", "mcp.example", "evil.example",
+                     f"127.0.0.1:{port}"]:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            connection.request("POST", "/mcp", body, {**headers, "Host": host})
+            response = connection.getresponse()
+            statuses[host] = response.status
+            if response.status == 200:
+                assert json.loads(response.read())["result"]["content"][0]["text"] == "slow 3"
+            connection.close()
+        assert statuses == {
+            "toolcage.tools.svc": 200,
+            "toolcage.tools.svc:8080": 200,
+            "mcp.example:8443": 200,
+            "mcp.example:9000": 403,
+            "mcp.example": 403,
+            "evil.example": 403,
+            f"127.0.0.1:{port}": 200,
+        }
+    finally:
+        server.terminate()
+        assert server.wait(timeout=30) == 0
+
+
+def test_allow_host_needs_http(config_file):
+    done = subprocess.run(
+        [BIN, *server_args(config_file), "--allow-host", "toolcage.tools.svc"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+    )
+    assert done.returncode == 2, done
+    assert "--allow-host apply to --http only" in done.stderr

@@ -6,8 +6,9 @@
 //! - A browser page from another origin must not drive the server (DNS
 //!   rebinding): a request whose `Origin` is not the server's own address is
 //!   refused with 403; requests without `Origin` (non-browser clients) pass.
-//!   The `Host` header must name the server (loopback names, or the address
-//!   it is bound to).
+//!   The `Host` header must name the server (loopback names, the address it
+//!   is bound to, or a name the operator allows, such as the one a load
+//!   balancer or a Kubernetes Service forwards).
 //! - Request bodies are capped (413 past the cap); the server keeps serving.
 //! - Stateless mode keeps no session between requests, so replicas behind a
 //!   load balancer need no sticky sessions.
@@ -43,6 +44,7 @@ pub struct HttpOptions {
     token: Option<String>,
     stateless: bool,
     max_body_bytes: usize,
+    allowed_hosts: Vec<String>,
 }
 
 impl Default for HttpOptions {
@@ -51,6 +53,7 @@ impl Default for HttpOptions {
             token: None,
             stateless: false,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -74,6 +77,15 @@ impl HttpOptions {
     /// The largest request body accepted. Default: [`DEFAULT_MAX_BODY_BYTES`].
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
+        self
+    }
+
+    /// Also serves requests whose `Host` header is `host` (`name`, any port,
+    /// or `name:port`): the name clients reach the server by, through a
+    /// Kubernetes Service or a load balancer that keeps the client's `Host`.
+    /// Repeatable. Default: only loopback names and the bound address.
+    pub fn allow_host(mut self, host: impl Into<String>) -> Self {
+        self.allowed_hosts.push(host.into());
         self
     }
 }
@@ -109,6 +121,9 @@ impl McpServer {
                 false => format!("http://{host}:{port}"),
             })
             .collect();
+        // Allowed names are for non-browser clients (which send no
+        // `Origin`): browser pages keep to the server's own origins.
+        hosts.extend(options.allowed_hosts.iter().cloned());
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(hosts)
             .with_allowed_origins(origins)

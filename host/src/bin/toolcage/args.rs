@@ -110,6 +110,12 @@ pub enum Command {
         /// The largest HTTP request body, in KiB. Default: 4096.
         #[arg(long, value_name = "N")]
         max_body_kib: Option<u64>,
+        /// Also answer HTTP requests whose Host header is NAME (any port) or
+        /// NAME:PORT, such as a Kubernetes Service's name; repeatable.
+        /// Default: loopback names and the address served on only (a
+        /// defence against DNS rebinding).
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_hosts: Vec<String>,
         /// How many calls run at once; more wait for a free slot. Default: 32.
         #[arg(long, value_name = "N")]
         max_concurrent_calls: Option<usize>,

@@ -125,6 +125,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             token_file,
             stateless,
             max_body_kib,
+            allow_hosts,
             max_concurrent_calls,
             watch,
             poll_ms,
@@ -151,6 +152,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 token_file: token_file.clone(),
                 stateless: *stateless,
                 max_body_bytes: bytes(max_body_kib.map(|k| k.max(1)), 10, "--max-body-kib")?,
+                allow_hosts: allow_hosts.clone(),
                 watch,
                 config_file: config_path(global),
             };

@@ -23,6 +23,7 @@ pub struct Serve {
     pub token_file: Option<PathBuf>,
     pub stateless: bool,
     pub max_body_bytes: Option<usize>,
+    pub allow_hosts: Vec<String>,
     pub watch: Option<WatchOptions>,
     /// The file SIGHUP re-reads, if the config came from one.
     pub config_file: Option<PathBuf>,
@@ -49,8 +50,14 @@ impl Serve {
         let shutdown = CancellationToken::new();
         tokio::spawn(stop_on_signals(shutdown.clone()));
         let Some(addr) = &self.http else {
-            if self.token_file.is_some() || self.stateless || self.max_body_bytes.is_some() {
-                bail!("--token-file, --stateless and --max-body-kib apply to --http only");
+            if self.token_file.is_some()
+                || self.stateless
+                || self.max_body_bytes.is_some()
+                || !self.allow_hosts.is_empty()
+            {
+                bail!(
+                    "--token-file, --stateless, --max-body-kib and --allow-host apply to --http only"
+                );
             }
             return server
                 .serve_stdio_until(shutdown)
@@ -62,18 +69,21 @@ impl Serve {
         if let Some(bytes) = self.max_body_bytes {
             options = options.max_body_bytes(bytes);
         }
+        for host in &self.allow_hosts {
+            options = options.allow_host(host);
+        }
         if let Some(token) = self.token()? {
             options = options.token(token);
         } else if !addr.ip().is_loopback() {
-            eprintln!(
-                "toolcage: warning: serving {addr} without a token: anyone who can reach it can call the tools (set --token-file or {TOKEN_VARIABLE})"
-            );
+            say(&format!(
+                "warning: serving {addr} without a token: anyone who can reach it can call the tools (set --token-file or {TOKEN_VARIABLE})"
+            ));
         }
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
         let bound = listener.local_addr()?;
-        eprintln!("toolcage: serving MCP at http://{bound}/mcp");
+        say(&format!("serving MCP at http://{bound}/mcp"));
         server.serve_http(listener, &options, shutdown).await?;
         Ok(())
     }
@@ -117,9 +127,9 @@ async fn announce_changes(registry: LiveRegistry) {
     let mut changes = registry.subscribe();
     loop {
         match changes.recv().await {
-            Ok(report) => eprintln!("toolcage: tools reloaded: {}", summary(&report)),
+            Ok(report) => say(&format!("tools reloaded: {}", summary(&report))),
             Err(RecvError::Lagged(missed)) => {
-                eprintln!("toolcage: tools reloaded ({missed} reloads not shown)")
+                say(&format!("tools reloaded ({missed} reloads not shown)"))
             }
             Err(RecvError::Closed) => return,
         }
@@ -161,17 +171,17 @@ async fn reload_on_hangup(
     while hangups.recv().await.is_some() {
         if let Some(file) = &file {
             match Config::from_file(file) {
-                Err(error) => eprintln!(
-                    "toolcage: SIGHUP: config refused, the previous one keeps serving: {error}"
-                ),
+                Err(error) => say(&format!(
+                    "SIGHUP: config refused, the previous one keeps serving: {error}"
+                )),
                 Ok(new) => {
                     let same_grants = Config {
                         permissions: config.permissions.clone(),
                         ..new.clone()
                     } == config;
                     if !same_grants {
-                        eprintln!(
-                            "toolcage: SIGHUP: the config's tools directories, bundled tools, limits or mounts changed: they take effect at the next restart"
+                        say(
+                            "SIGHUP: the config's tools directories, bundled tools, limits or mounts changed: they take effect at the next restart",
                         );
                     }
                     server.set_permissions(new.permissions.clone());
@@ -181,11 +191,11 @@ async fn reload_on_hangup(
         }
         let report = registry.reload().await;
         if !report.changed() {
-            eprintln!("toolcage: SIGHUP: tools reloaded: no change");
+            say("SIGHUP: tools reloaded: no change");
         }
         for loaded in report.loaded.iter().filter(|r| !r.is_ok()) {
             if let Some(error) = &loaded.error {
-                eprintln!("toolcage: SIGHUP: {} rejected: {error}", loaded.source);
+                say(&format!("SIGHUP: {} rejected: {error}", loaded.source));
             }
         }
     }
@@ -204,8 +214,15 @@ async fn stop_on_signals(shutdown: CancellationToken) {
         _ = term.recv() => {}
         _ = int.recv() => {}
     }
-    eprintln!("toolcage: stopping: finishing the calls in flight");
     shutdown.cancel();
+    say("stopping: finishing the calls in flight");
+}
+
+/// Writes `toolcage: <message>` to stderr, if it can: a server whose stderr
+/// was closed must still serve and stop (`eprintln!` would panic the task).
+fn say(message: &str) {
+    use std::io::Write;
+    writeln!(std::io::stderr(), "toolcage: {message}").ok();
 }
 
 #[cfg(test)]

@@ -1,0 +1,501 @@
+"""Scale-out and load, seen from the official MCP Python SDK.
+
+- Three `toolcage serve --http --stateless` replicas behind a real nginx
+  running `deploy/nginx.conf` (only its ports changed): calls are spread over
+  the replicas; one replica is killed (SIGKILL) with calls in flight on it;
+  those calls, and only those, fail with a clear error at the client, every
+  other call gets its own result, and later calls go to the other replicas
+  (a connection the dead replica refuses is retried on another one).
+- One replica stopped with SIGTERM mid-run: its calls in flight finish
+  there, and no call is lost.
+- One `toolcage serve --http` answering 1,000 concurrent calls, each exactly
+  once with its own result, among them calls that loop, hog memory and flood
+  output; and 1,000 concurrent calls from one SDK client.
+
+nginx must be installed (`apt-get install nginx`; `.ci/run` installs it).
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from conftest import TOOLS, launch_http, server_args
+
+pytestmark = pytest.mark.anyio
+
+NGINX_CONF = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf"
+META = "dev.toolcage/call"
+
+# The wrapper around the deployed file: what /etc/nginx/nginx.conf would
+# give it, with every path in the test's own directory. The access log
+# records, per request, which call it belongs to (the X-Call header the test
+# sends), its MCP method, when it started and ended, and the replicas nginx
+# tried.
+NGINX_MAIN = """
+pid {dir}/nginx.pid;
+error_log {dir}/error.log info;
+worker_processes 1;
+events {{ worker_connections 1024; }}
+http {{
+    log_format calls '$msec $request_time $request_method "$http_x_call" '
+                     '"$http_mcp_method" "$upstream_addr" "$upstream_status" $status';
+    access_log {dir}/access.log calls;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    include {dir}/toolcage.conf;
+}}
+"""
+
+
+def nginx_binary():
+    found = shutil.which("nginx") or next(
+        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)),
+        None,
+    )
+    if found is None:
+        pytest.fail(
+            "nginx is not installed; the scale-out test runs the real one: "
+            "run `apt-get install nginx` (.ci/run does)"
+        )
+    return found
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def deployed_config(replicas, port):
+    """deploy/nginx.conf with its three replicas and its listening port
+    replaced: nothing else changes."""
+    site = NGINX_CONF.read_text()
+    listed = re.findall(r"^\s*server (127\.0\.0\.1:\d+) ", site, re.MULTILINE)
+    assert len(listed) == len(replicas) == 3, listed
+    for old, new in zip(listed, replicas):
+        site = site.replace(f"server {old} ", f"server {new} ", 1)
+    site, listens = re.subn(r"listen 127\.0\.0\.1:\d+;", f"listen 127.0.0.1:{port};", site)
+    assert listens == 1
+    fail_timeout = re.findall(r"fail_timeout=(\d+)s", site)
+    assert len(set(fail_timeout)) == 1, "one fail_timeout for every replica"
+    return site, int(fail_timeout[0])
+
+
+class Replica:
+    """A `toolcage serve --http --stateless` that logs each call's start (the
+    echo tool's "echoing N bytes" line, at info): when each call started
+    there, as the replica saw it, and the length of its text (unique per
+    call in a Wave)."""
+
+    def __init__(self, config_file):
+        self.started = []  # (time.monotonic(), text length) of each call's start
+        args = [*server_args(config_file), "--http", "127.0.0.1:0", "--stateless",
+                "--log-level", "toolcage::guest=info"]
+        self.process, url = launch_http(args, on_line=self.line)
+        self.address = re.match(r"http://([^/]+)/mcp$", url).group(1)
+
+    def line(self, line):
+        match = re.search(r"echoing (\d+) bytes", line)
+        if match:
+            self.started.append((time.monotonic(), int(match.group(1))))
+
+    def calls_started_within(self, seconds):
+        now = time.monotonic()
+        return sum(1 for t, _ in self.started if now - t <= seconds)
+
+
+@dataclass
+class Balancer:
+    url: str
+    replicas: list  # of Replica
+    access_log: Path
+    fail_timeout: int
+
+    def log(self):
+        """The access log: one dict per request."""
+        pattern = re.compile(
+            r'^(\S+) (\S+) (\S+) "(.*?)" "(.*?)" "(.*?)" "(.*?)" (\d+)$'
+        )
+        entries = []
+        for line in self.access_log.read_text().splitlines():
+            match = pattern.match(line)
+            assert match, f"an access log line not in the test's format: {line}"
+            end, duration, verb, call, method, upstream, upstream_status, status = (
+                match.groups()
+            )
+            entries.append({
+                "start": float(end) - float(duration),
+                "end": float(end),
+                "verb": verb,
+                "call": call,
+                "method": method,
+                "upstream": upstream,
+                "upstream_status": upstream_status,
+                "status": int(status),
+            })
+        return entries
+
+
+@pytest.fixture
+def balancer(config_file):
+    nginx = nginx_binary()
+    replicas = [Replica(config_file) for _ in range(3)]
+    addresses = [replica.address for replica in replicas]
+    directory = Path(tempfile.mkdtemp(prefix="toolcage-nginx-"))
+    # nginx's workers (user nobody when started as root) create and use the
+    # temporary directories in here.
+    directory.chmod(0o755)
+    port = free_port()
+    site, fail_timeout = deployed_config(addresses, port)
+    (directory / "toolcage.conf").write_text(site)
+    main = directory / "nginx.conf"
+    main.write_text(NGINX_MAIN.format(dir=directory))
+    command = [nginx, "-e", str(directory / "error.log"), "-p", str(directory), "-c", str(main)]
+    checked = subprocess.run([*command, "-t"], capture_output=True, text=True)
+    assert checked.returncode == 0, f"nginx -t refused deploy/nginx.conf:\n{checked.stderr}"
+    server = subprocess.Popen([*command, "-g", "daemon off;"])
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                health = httpx2.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                if health.status_code == 200:
+                    assert health.text == "ok\n"
+                    break
+            except httpx2.TransportError:
+                pass
+            assert server.poll() is None, (directory / "error.log").read_text()
+            assert time.monotonic() < deadline, "nginx did not pass /healthz through"
+            time.sleep(0.05)
+        yield Balancer(
+            url=f"http://127.0.0.1:{port}/mcp",
+            replicas=replicas,
+            access_log=directory / "access.log",
+            fail_timeout=fail_timeout,
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        for process in (replica.process for replica in replicas):
+            if process.poll() is None:
+                process.terminate()
+                assert process.wait(timeout=30) == 0, "a replica did not stop cleanly"
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+async def sdk_call(url, call, text, sleep_ms, calling=None):
+    """One call from its own SDK client (2026-07-28, no session), its requests
+    marked with `X-Call: call`: the result, or the MCPError it raised.
+    `calling`, if given, is called as the tools/call is sent."""
+    async with httpx2.AsyncClient(headers={"X-Call": call}, timeout=30) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode="2026-07-28") as client:
+            if calling:
+                calling()
+            try:
+                return await client.call_tool("echo", {"text": text, "sleep_ms": sleep_ms})
+            except MCPError as error:
+                return error
+
+
+def assert_own_result(call, text, outcome):
+    assert not isinstance(outcome, MCPError), f"{call} failed: {outcome}"
+    assert not outcome.is_error, f"{call}: {outcome.content}"
+    assert outcome.content[0].text == text, f"{call} got another call's result"
+    assert outcome.structured_content == {"length": len(text)}
+
+
+class Wave:
+    """Calls through the balancer, each from its own SDK client, `limit` at
+    a time: their outcomes, and when each tools/call was sent."""
+
+    def __init__(self, url):
+        self.url = url
+        self.outcomes = {}  # call -> (its text, its result or MCPError)
+        self.sent = {}  # call -> when its tools/call was sent
+        self.texts = {}  # length of a call's text -> the call
+
+    async def call(self, call, sleep_ms, limit):
+        # A text of a length of its own, which the replica logs.
+        text = f"{call}: its own text {'+' * len(self.texts)}"
+        self.texts[len(text)] = call
+        async with limit:
+
+            def calling():
+                self.sent[call] = time.monotonic()
+
+            outcome = await sdk_call(self.url, call, text, sleep_ms, calling)
+            self.outcomes[call] = (text, outcome)
+
+    async def until_in_flight_on(self, replica, replicas, first):
+        """Waits until `first` calls have been answered and every replica
+        has served some, then until `replica` has started at least 2 calls
+        in the last 0.5 s: calls that sleep 0.9 s or more, in flight there
+        now."""
+        while (
+            len(self.outcomes) < first
+            or not all(r.started for r in replicas)
+            or replica.calls_started_within(0.5) < 2
+        ):
+            assert len(self.outcomes) < 3 * first, "never 2 calls in flight on the replica"
+            await anyio.sleep(0.01)
+
+
+async def test_a_replica_killed_mid_run_fails_only_its_calls_in_flight(balancer):
+    """120 slow calls (0.9 to 1.5 s each), 24 at a time, about 8 in flight on
+    each replica; one replica is killed with SIGKILL once it has calls in
+    flight (it logs each call's start)."""
+    victim = balancer.replicas[0]
+    victim_address = victim.address
+    wave, concurrency = Wave(balancer.url), 24
+    with anyio.fail_after(60):
+        limit = anyio.Semaphore(concurrency)
+        async with anyio.create_task_group() as group:
+            for i in range(120):
+                # Durations of their own, so that the calls do not move in
+                # lockstep rounds with gaps between them.
+                group.start_soon(wave.call, f"before-{i}", 900 + (i * 137) % 600, limit)
+            await wave.until_in_flight_on(victim, balancer.replicas, concurrency)
+            victim.process.kill()
+            killed_at, killed_monotonic = time.time(), time.monotonic()
+            victim.process.wait()
+    outcomes = wave.outcomes
+
+    log = balancer.log()
+    by_call = {}
+    for entry in log:
+        by_call.setdefault(entry["call"], []).append(entry)
+    replicas = [replica.address for replica in balancer.replicas]
+
+    # Before the kill, the calls were spread over all three replicas.
+    served = {e["upstream"] for e in log if e["status"] == 200 and e["end"] < killed_at}
+    assert set(replicas) <= served, served
+
+    failed = []
+    for call, (text, outcome) in outcomes.items():
+        requests = by_call[call]
+        if isinstance(outcome, MCPError):
+            # A clear error at the client, naming the replica that failed.
+            assert outcome.code == -32603
+            assert outcome.error.message.startswith(
+                "Bad Gateway: no toolcage replica answered this request "
+                f"(nginx tried {victim_address}: 502)."
+            ), outcome.error.message
+            # Its request died on the killed replica, in flight at the kill,
+            # and was not sent again.
+            [lost] = [e for e in requests if e["status"] != 200]
+            assert (lost["status"], lost["upstream"]) == (502, victim_address), lost
+            assert lost["start"] - 0.05 <= killed_at <= lost["end"] + 0.05, (lost, killed_at)
+            failed.append(call)
+        else:
+            assert_own_result(call, text, outcome)
+            assert all(e["status"] == 200 for e in requests), requests
+    around = [e for e in log if e["start"] - 2 < killed_at < e["end"] + 2]
+    assert failed, f"the kill hit no call in flight; killed at {killed_at}: {around}"
+    assert len(failed) <= concurrency, failed
+    # Every request that reached the killed replica and was in flight when
+    # it died failed: none was answered twice, none silently.
+    for entry in log:
+        if entry["upstream"] == victim_address and entry["start"] < killed_at < entry["end"] - 0.2:
+            assert entry["status"] == 502 and entry["call"] in failed, entry
+    # Later requests were answered by the other replicas: nginx leaves a
+    # replica that failed out for fail_timeout, and a request it still sent
+    # there was refused a connection and tried on the next one.
+    later = [e for e in log if e["start"] > killed_at + 0.05]
+    assert later and all(e["status"] == 200 for e in later), later
+    for entry in later:
+        if victim_address in entry["upstream"]:
+            assert entry["upstream"].startswith(f"{victim_address}, "), entry
+    assert all(wave.sent[call] < killed_monotonic for call in failed)
+
+
+async def test_a_refused_connection_is_retried_on_another_replica(balancer):
+    """A replica that is down before any traffic: the first request nginx
+    sends its way is refused a connection, which carried nothing, so nginx
+    tries the next replica, though it is a POST; then leaves the dead one
+    out. No call fails."""
+    dead = balancer.replicas[2]
+    dead.process.kill()
+    dead.process.wait()
+    wave, limit = Wave(balancer.url), anyio.Semaphore(3)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            for i in range(12):
+                group.start_soon(wave.call, f"call-{i}", 0, limit)
+    for call, (text, outcome) in wave.outcomes.items():
+        assert_own_result(call, text, outcome)
+    log = balancer.log()
+    assert all(e["status"] == 200 for e in log)
+    retried = [e for e in log if dead.address in e["upstream"]]
+    assert retried, "nginx never tried the dead replica"
+    for entry in retried:
+        first, then = entry["upstream"].split(", ")
+        assert first == dead.address and then in (r.address for r in balancer.replicas[:2])
+        assert (entry["upstream_status"], entry["verb"]) == ("502, 200", "POST"), entry
+
+
+async def test_a_replica_stopped_with_sigterm_finishes_its_calls_and_loses_none(balancer):
+    """A rolling restart's stop: 90 calls of 0.9 to 1.5 s, 24 at a time; one
+    replica gets SIGTERM with calls in flight on it. They finish there, with
+    their results, and later requests go to the other replicas.
+
+    One race is allowed, and only it: a request that nginx has written to an
+    idle keep-alive connection of the stopping replica, but which the replica
+    has not read yet when it closes its idle connections, fails with the 502
+    (a POST is not retried). Every call the replica had started finishes."""
+    stopping = balancer.replicas[1]
+    wave, concurrency = Wave(balancer.url), 24
+    with anyio.fail_after(60):
+        limit = anyio.Semaphore(concurrency)
+        async with anyio.create_task_group() as group:
+            for i in range(90):
+                group.start_soon(wave.call, f"call-{i}", 900 + (i * 137) % 600, limit)
+            await wave.until_in_flight_on(stopping, balancer.replicas, concurrency)
+            stopping.process.send_signal(signal.SIGTERM)
+            stopped_at = time.time()
+            # It exits 0 once its calls in flight have answered.
+            await anyio.to_thread.run_sync(lambda: stopping.process.wait(timeout=30))
+            assert stopping.process.returncode == 0
+    log = balancer.log()
+    # The calls the stopping replica had started, by its own log.
+    started_there = {wave.texts[length] for _, length in stopping.started}
+    lost = []
+    for call, (text, outcome) in wave.outcomes.items():
+        if isinstance(outcome, MCPError):
+            assert outcome.error.message.startswith(
+                "Bad Gateway: no toolcage replica answered this request "
+                f"(nginx tried {stopping.address}: 502)."
+            ), outcome.error.message
+            assert call not in started_there, f"{call} started on the stopping replica, then failed"
+            [entry] = [e for e in log if e["call"] == call and e["status"] != 200]
+            assert entry["end"] >= stopped_at - 0.05, f"{call} failed before the SIGTERM: {entry}"
+            lost.append(call)
+        else:
+            assert_own_result(call, text, outcome)
+    assert len(lost) <= 2, lost
+    # Calls were in flight on it at the SIGTERM, and finished there.
+    finished_there = [
+        e for e in log
+        if e["upstream"] == stopping.address and e["method"] == "tools/call"
+        and e["start"] < stopped_at < e["end"] and e["status"] == 200
+    ]
+    assert finished_there, "no call was in flight on the stopped replica"
+    assert all(e["call"] in started_there for e in finished_there)
+
+
+# --- 1,000 concurrent calls on one server -----------------------------------
+
+CALLS = 1_000
+CONNECTIONS = 100
+
+# One call in five misbehaves, in turn: each mode, its arguments, and how it
+# must end (the error kind, or None for success).
+MISDEEDS = [
+    ("loop", {"mode": "loop"}, "out_of_fuel"),
+    ("hog", {"mode": "hog"}, "memory_limit"),
+    ("huge_output", {"mode": "huge_output", "amount": 1 << 20}, "output_limit"),
+    ("flood", {"mode": "print", "amount": 2 << 20}, None),
+]
+
+
+@pytest.fixture(scope="module")
+def load_server():
+    """A stateless server with tight limits for the misbehaving calls, and
+    room for the good ones to wait for a slot."""
+    server, url = launch_http([
+        "--no-bundled", "--tools", TOOLS,
+        "--fuel", "100000000", "--memory-mib", "16", "--output-kib", "64",
+        "--timeout-ms", "60000",
+        "serve", "--http", "127.0.0.1:0", "--stateless",
+    ])
+    yield url
+    server.terminate()
+    assert server.wait(timeout=30) == 0
+
+
+def request(i):
+    if i % 5 == 4:
+        _, arguments, _ = MISDEEDS[(i // 5) % len(MISDEEDS)]
+        params = {"name": "misbehave", "arguments": arguments}
+    else:
+        params = {"name": "echo", "arguments": {"text": f"call {i}", "repeat": 2}}
+    return {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}
+
+
+async def test_a_thousand_concurrent_calls_each_answered_once_with_its_own_result(load_server):
+    """Raw JSON-RPC over 100 connections, so that the ids on the wire are
+    checked: 800 echo calls and 200 misbehaving ones, all sent at once."""
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    limits = httpx2.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
+    replies = {}
+    with anyio.fail_after(60):
+        async with httpx2.AsyncClient(headers=headers, limits=limits, timeout=60) as http:
+
+            async def one(i):
+                response = await http.post(load_server, json=request(i))
+                assert response.status_code == 200, response.text
+                # A stateless server answers a call as one JSON message.
+                assert response.headers["content-type"].startswith("application/json")
+                replies.setdefault(i, []).append(json.loads(response.text))
+
+            async with anyio.create_task_group() as group:
+                for i in range(CALLS):
+                    group.start_soon(one, i)
+
+    assert sorted(replies) == list(range(CALLS))
+    stopped = {name: 0 for name, _, _ in MISDEEDS}
+    for i, answers in replies.items():
+        [reply] = answers
+        assert reply["id"] == i, f"call {i} got the reply to {reply['id']}"
+        result = reply["result"]
+        kind = result["_meta"][META]["error_kind"]
+        if i % 5 == 4:
+            name, _, expected = MISDEEDS[(i // 5) % len(MISDEEDS)]
+            assert kind == expected, (name, result)
+            assert result.get("isError", False) == (expected is not None), (name, result)
+            stopped[name] += 1
+        else:
+            assert kind is None and not result.get("isError", False), result
+            assert result["content"][0] == {"type": "text", "text": f"call {i}" * 2}
+            assert result["structuredContent"] == {"length": 2 * len(f"call {i}")}
+    assert stopped == {name: 50 for name, _, _ in MISDEEDS}
+
+
+async def test_a_thousand_concurrent_calls_from_one_sdk_client(load_server):
+    limits = httpx2.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
+    results = {}
+    with anyio.fail_after(60):
+        async with httpx2.AsyncClient(limits=limits, timeout=60) as http:
+            async with Client(
+                streamable_http_client(load_server, http_client=http), mode="2026-07-28"
+            ) as client:
+
+                async def one(i):
+                    results[i] = await client.call_tool("echo", {"text": f"sdk call {i}"})
+
+                async with anyio.create_task_group() as group:
+                    for i in range(CALLS):
+                        group.start_soon(one, i)
+    assert sorted(results) == list(range(CALLS))
+    for i, result in results.items():
+        assert_own_result(f"sdk call {i}", f"sdk call {i}", result)
