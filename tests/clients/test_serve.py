@@ -82,6 +82,21 @@ def post(url, message, session=None):
     return None, session
 
 
+def test_sigterm_stops_a_server_whose_stderr_was_closed(config_file):
+    """Whoever read the server's stderr went away: stopping must not need it."""
+    server = subprocess.Popen(
+        [BIN, *server_args(config_file), "--http", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in server.stderr:
+        if "serving MCP at" in line:
+            break
+    server.stderr.close()
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(timeout=30) == 0
+
+
 def test_http_sigterm_finishes_calls_in_flight_with_a_stream_open(config_file):
     server, url = start_http(config_file)
     reply, session = post(url, INITIALIZE)
