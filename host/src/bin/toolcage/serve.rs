@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use toolcage::mcp::McpServer;
 use toolcage::mcp::http::HttpOptions;
@@ -18,7 +19,7 @@ const TOKEN_VARIABLE: &str = "TOOLCAGE_TOKEN";
 
 pub struct Serve {
     /// SIGHUP, from [`hangups`].
-    pub hangups: Option<tokio::signal::unix::Signal>,
+    pub hangups: Option<Signal>,
     pub http: Option<String>,
     pub token_file: Option<PathBuf>,
     pub stateless: bool,
@@ -48,7 +49,12 @@ impl Serve {
             ));
         }
         let shutdown = CancellationToken::new();
-        tokio::spawn(stop_on_signals(shutdown.clone()));
+        // Taken over now, before anything says the server is up.
+        let stops = (
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        );
+        tokio::spawn(stop_on_signals(stops, shutdown.clone()));
         let Some(addr) = &self.http else {
             if self.token_file.is_some()
                 || self.stateless
@@ -116,8 +122,7 @@ fn parse_addr(addr: &str) -> anyhow::Result<SocketAddr> {
 }
 
 /// SIGHUP, taken over from its default action (ending the process).
-pub fn hangups() -> anyhow::Result<tokio::signal::unix::Signal> {
-    use tokio::signal::unix::{SignalKind, signal};
+pub fn hangups() -> anyhow::Result<Signal> {
     signal(SignalKind::hangup()).context("cannot handle SIGHUP")
 }
 
@@ -162,7 +167,7 @@ fn summary(report: &ReloadReport) -> String {
 /// or mounts take a restart (the grants of running tools never change
 /// under them).
 async fn reload_on_hangup(
-    mut hangups: tokio::signal::unix::Signal,
+    mut hangups: Signal,
     server: McpServer,
     registry: LiveRegistry,
     mut config: Config,
@@ -202,14 +207,7 @@ async fn reload_on_hangup(
 }
 
 /// Cancels `shutdown` on SIGTERM or SIGINT.
-async fn stop_on_signals(shutdown: CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return;
-    };
+async fn stop_on_signals((mut term, mut int): (Signal, Signal), shutdown: CancellationToken) {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
