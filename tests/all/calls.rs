@@ -408,3 +408,27 @@ async fn every_schema_keyword_is_enforced() {
         );
     }
 }
+
+/// Found by the `call_arguments` fuzz target: a number the host parsed and
+/// validated reached the tool one unit in the last place off, since neither
+/// side's JSON parser read floats exactly.
+#[tokio::test]
+async fn numbers_reach_the_tool_exactly_as_validated() {
+    let registry = registry(
+        builder().limits(quick_limits()),
+        &[guests::FIXTURE_SCHEMA_ZOO],
+    )
+    .await;
+    for (text, id) in [
+        ("184467074437009551615", 184467074437009551615f64),
+        ("1.8446707443700954e20", 1.8446707443700954e20),
+        ("0.30000000000000004", 0.30000000000000004),
+        ("2.2250738585072011e-308", 2.2250738585072011e-308),
+    ] {
+        let arguments = format!(r#"{{"name": "n", "kind": "label", "id": {text}}}"#);
+        let result = registry.call("zoo", arguments.as_str()).await;
+        assert!(!result.is_error, "{}", result.output);
+        let details = result.details.unwrap();
+        assert_eq!(details["id"].as_f64(), Some(id), "{text}: {details}");
+    }
+}
