@@ -338,7 +338,7 @@ async fn every_schema_keyword_is_enforced() {
         (
             "items: false",
             with(&["center"], Some(json!([0, 1, 2]))),
-            "/center",
+            "/center/2",
         ),
         ("minItems", with(&["center"], Some(json!([0]))), "/center"),
         ("anyOf", with(&["id"], Some(json!("xyz"))), "/id"),
@@ -419,16 +419,21 @@ async fn numbers_reach_the_tool_exactly_as_validated() {
         &[guests::FIXTURE_SCHEMA_ZOO],
     )
     .await;
-    for (text, id) in [
+    for (text, number) in [
         ("184467074437009551615", 184467074437009551615f64),
         ("1.8446707443700954e20", 1.8446707443700954e20),
         ("0.30000000000000004", 0.30000000000000004),
         ("2.2250738585072011e-308", 2.2250738585072011e-308),
     ] {
-        let arguments = format!(r#"{{"name": "n", "kind": "label", "id": {text}}}"#);
+        let arguments =
+            format!(r#"{{"name": "n", "kind": "label", "range": {{"lo": {text}, "hi": 0}}}}"#);
         let result = registry.call("zoo", arguments.as_str()).await;
         assert!(!result.is_error, "{}", result.output);
         let details = result.details.unwrap();
-        assert_eq!(details["id"].as_f64(), Some(id), "{text}: {details}");
+        assert_eq!(
+            details["range"]["lo"].as_f64(),
+            Some(number),
+            "{text}: {details}"
+        );
     }
 }
