@@ -237,3 +237,203 @@ async fn the_call_is_not_run_when_already_cancelled() {
         .await;
     assert_eq!(result.error_kind, Some(ErrorKind::Cancelled));
 }
+
+/// The `zoo` tool's schema uses every validation keyword: a valid call comes
+/// back unchanged, and breaking any one keyword is an `InvalidArguments`
+/// result naming the path that broke it.
+#[tokio::test]
+async fn every_schema_keyword_is_enforced() {
+    let registry = registry(
+        builder().limits(quick_limits()),
+        &[guests::FIXTURE_SCHEMA_ZOO],
+    )
+    .await;
+    let valid = json!({
+        "name": "disc", "kind": "circle", "version": 1, "count": 15, "ratio": 0.5,
+        "tags": ["main", "b-2"], "center": [0, 1.5], "radius": 2, "text": "hi",
+        "id": "0a1b2c3d", "parity": 4, "note": null, "meta": { "x-a": "1" },
+        "range": { "lo": 1, "hi": 2 }
+    });
+    let result = registry.call("zoo", valid.clone()).await;
+    assert!(!result.is_error, "{}", result.output);
+    assert_eq!(result.details.as_ref(), Some(&valid));
+    let echoed: serde_json::Value = serde_json::from_str(&result.output).unwrap();
+    assert_eq!(echoed, valid);
+    // `format` is an annotation in draft 2020-12, not an assertion.
+    let mut unformatted = valid.clone();
+    unformatted["name"] = json!("not a hostname!");
+    let result = registry.call("zoo", unformatted).await;
+    assert!(!result.is_error, "{}", result.output);
+
+    let with = |path: &[&str], value: Option<serde_json::Value>| {
+        let mut args = valid.clone();
+        let (last, parents) = path.split_last().unwrap();
+        let mut object = &mut args;
+        for key in parents {
+            object = &mut object[*key];
+        }
+        let object = object.as_object_mut().unwrap();
+        match value {
+            Some(value) => object.insert(last.to_string(), value),
+            None => object.remove(*last),
+        };
+        args
+    };
+    let nine_tags: Vec<String> = std::iter::once("main".to_string())
+        .chain((1..9).map(|i| format!("t{i}")))
+        .collect();
+    let five_meta: serde_json::Map<String, serde_json::Value> =
+        (0..5).map(|i| (format!("x-{i}"), json!("v"))).collect();
+    let cases = [
+        ("type", json!([1]), "/"),
+        ("required", with(&["name"], None), "/"),
+        (
+            "additionalProperties",
+            with(&["extra"], Some(json!(1))),
+            "/",
+        ),
+        ("enum", with(&["kind"], Some(json!("square"))), "/kind"),
+        ("const", with(&["version"], Some(json!(2))), "/version"),
+        ("minimum", with(&["count"], Some(json!(-5))), "/count"),
+        ("maximum", with(&["count"], Some(json!(1005))), "/count"),
+        ("multipleOf", with(&["count"], Some(json!(7))), "/count"),
+        (
+            "exclusiveMinimum",
+            with(&["ratio"], Some(json!(0))),
+            "/ratio",
+        ),
+        (
+            "exclusiveMaximum",
+            with(&["ratio"], Some(json!(1))),
+            "/ratio",
+        ),
+        ("minLength", with(&["name"], Some(json!(""))), "/name"),
+        (
+            "maxLength",
+            with(&["name"], Some(json!("x".repeat(41)))),
+            "/name",
+        ),
+        (
+            "pattern ($ref)",
+            with(&["tags"], Some(json!(["main", "Bad"]))),
+            "/tags/1",
+        ),
+        (
+            "type ($ref)",
+            with(&["tags"], Some(json!(["main", 5]))),
+            "/tags/1",
+        ),
+        (
+            "uniqueItems",
+            with(&["tags"], Some(json!(["main", "a", "a"]))),
+            "/tags",
+        ),
+        ("maxItems", with(&["tags"], Some(json!(nine_tags))), "/tags"),
+        ("contains", with(&["tags"], Some(json!(["a"]))), "/tags"),
+        (
+            "prefixItems",
+            with(&["center"], Some(json!(["x", 1]))),
+            "/center/0",
+        ),
+        (
+            "items: false",
+            with(&["center"], Some(json!([0, 1, 2]))),
+            "/center/2",
+        ),
+        ("minItems", with(&["center"], Some(json!([0]))), "/center"),
+        ("anyOf", with(&["id"], Some(json!("xyz"))), "/id"),
+        ("oneOf", with(&["parity"], Some(json!(6))), "/parity"),
+        ("not", with(&["note"], Some(json!(""))), "/note"),
+        ("type list", with(&["note"], Some(json!(5))), "/note"),
+        (
+            "patternProperties",
+            with(&["meta"], Some(json!({ "x-a": 1 }))),
+            "/meta/x-a",
+        ),
+        (
+            "additionalProperties (nested)",
+            with(&["meta"], Some(json!({ "y": "1" }))),
+            "/meta",
+        ),
+        (
+            "propertyNames",
+            with(
+                &["meta"],
+                Some(json!({ format!("x-{}", "n".repeat(30)): "1" })),
+            ),
+            "/meta",
+        ),
+        (
+            "maxProperties",
+            with(&["meta"], Some(json!(five_meta))),
+            "/meta",
+        ),
+        (
+            "dependentRequired",
+            with(&["range"], Some(json!({ "lo": 1 }))),
+            "/range",
+        ),
+        (
+            "dependentSchemas",
+            with(&["range"], Some(json!({ "hi": 1 }))),
+            "/range",
+        ),
+        ("minProperties", with(&["range"], Some(json!({}))), "/range"),
+        ("dependentRequired (root)", with(&["center"], None), "/"),
+        ("if/then", with(&["radius"], None), "/"),
+        ("if/else", with(&["kind"], Some(json!("label"))), "/"),
+        (
+            "if/then (polygon)",
+            with(&["kind"], Some(json!("polygon"))),
+            "/",
+        ),
+        (
+            "items ($ref)",
+            with(&["points"], Some(json!([[0, 0], [1, 1], [2]]))),
+            "/points/2",
+        ),
+    ];
+    for (keyword, args, path) in cases {
+        let result = registry.call("zoo", args.clone()).await;
+        assert_eq!(
+            result.error_kind,
+            Some(ErrorKind::InvalidArguments),
+            "{keyword}: {args} passed: {}",
+            result.output
+        );
+        assert!(
+            result.output.contains(&format!("\n- {path}: ")),
+            "{keyword}: no error at {path}: {}",
+            result.output
+        );
+    }
+}
+
+/// Found by the `call_arguments` fuzz target: a number the host parsed and
+/// validated reached the tool one unit in the last place off, since neither
+/// side's JSON parser read floats exactly.
+#[tokio::test]
+async fn numbers_reach_the_tool_exactly_as_validated() {
+    let registry = registry(
+        builder().limits(quick_limits()),
+        &[guests::FIXTURE_SCHEMA_ZOO],
+    )
+    .await;
+    for (text, number) in [
+        ("184467074437009551615", 184467074437009551615f64),
+        ("1.8446707443700954e20", 1.8446707443700954e20),
+        ("0.30000000000000004", 0.30000000000000004),
+        ("2.2250738585072011e-308", 2.225_073_858_507_201e-308),
+    ] {
+        let arguments =
+            format!(r#"{{"name": "n", "kind": "label", "range": {{"lo": {text}, "hi": 0}}}}"#);
+        let result = registry.call("zoo", arguments.as_str()).await;
+        assert!(!result.is_error, "{}", result.output);
+        let details = result.details.unwrap();
+        assert_eq!(
+            details["range"]["lo"].as_f64(),
+            Some(number),
+            "{text}: {details}"
+        );
+    }
+}
