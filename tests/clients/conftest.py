@@ -100,19 +100,7 @@ def launch_http(args, env=None, on_line=None):
 def http_server(config_file):
     """One `toolcage serve --http` for the session, on a free loopback port."""
     env = dict(os.environ, TOOLCAGE_TOKEN=TOKEN)
-    process = subprocess.Popen(
-        [BIN, *server_args(config_file), "--http", "127.0.0.1:0"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    url = None
-    for line in process.stderr:
-        match = re.search(r"serving MCP at (http://\S+)", line)
-        if match:
-            url = match.group(1)
-            break
-    assert url, "toolcage serve --http did not start"
+    process, url = launch_http([*server_args(config_file), "--http", "127.0.0.1:0"], env=env)
     yield url
     process.terminate()
     assert process.wait(timeout=30) == 0, "toolcage serve did not stop cleanly"

@@ -5,12 +5,9 @@ watched directory is announced with `notifications/tools/list_changed`, and
 the next list and call see the new version."""
 
 import os
-import re
 import shutil
 import signal
-import subprocess
 import tempfile
-import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -22,7 +19,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from conftest import BIN
+from conftest import BIN, launch_http
 
 pytestmark = pytest.mark.anyio
 
@@ -82,20 +79,8 @@ async def watched(transport, mode, directory, stderr_lines=None):
             async with listening(client) as wait:
                 yield client, wait
         return
-    process = subprocess.Popen(
-        [BIN, *args, "--http", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True
-    )
+    process, url = launch_http([*args, "--http", "127.0.0.1:0"], on_line=stderr_lines.append)
     try:
-        url = None
-        for line in process.stderr:
-            match = re.search(r"serving MCP at (http://\S+)", line)
-            if match:
-                url = match.group(1)
-                threading.Thread(
-                    target=lambda: stderr_lines.extend(process.stderr), daemon=True
-                ).start()
-                break
-        assert url, "toolcage serve --http did not start"
         async with httpx2.AsyncClient(timeout=30) as http:
             async with Client(
                 streamable_http_client(url, http_client=http),
@@ -184,24 +169,13 @@ async def test_sighup_reloads_the_directories_and_the_permissions_and_refuses_a_
         tools.mkdir()
         config = directory / "toolcage.toml"
         config.write_text('[permissions]\ndefault = "allow"\n')
-        process = subprocess.Popen(
-            [BIN, "--no-bundled", "--tools", str(tools), "--config", str(config),
-             "serve", "--http", "127.0.0.1:0"],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
         lines = []
+        process, url = launch_http(
+            ["--no-bundled", "--tools", str(tools), "--config", str(config),
+             "serve", "--http", "127.0.0.1:0"],
+            on_line=lines.append,
+        )
         try:
-            url = None
-            for line in process.stderr:
-                match = re.search(r"serving MCP at (http://\S+)", line)
-                if match:
-                    url = match.group(1)
-                    break
-            assert url, "toolcage serve --http did not start"
-            threading.Thread(
-                target=lambda: lines.extend(process.stderr), daemon=True
-            ).start()
             async with httpx2.AsyncClient(timeout=30) as http:
                 async with Client(
                     streamable_http_client(url, http_client=http), mode="legacy"
