@@ -12,7 +12,7 @@
 //! 10,000; `SOAK_LIBRARY`, `SOAK_HTTP` and `SOAK_EVERY` do the same). It
 //! prints the samples and the ratios, and draws them in `target/soak.svg`.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use toolcage::Registry;
+use toolcage_tests::bench::{read_response, release_binary};
 use toolcage_tests::guests;
 
 /// Concurrent callers: as many as this machine's CI has cores, doubled.
@@ -307,45 +308,6 @@ impl Connection {
     }
 }
 
-/// One HTTP/1.1 response's body, `Content-Length` or chunked.
-fn read_response(reader: &mut BufReader<TcpStream>) -> String {
-    let mut length = None;
-    let mut chunked = false;
-    let mut status = String::new();
-    reader.read_line(&mut status).unwrap();
-    assert!(status.contains(" 200 "), "{status}");
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        let line = line.trim_end().to_ascii_lowercase();
-        if line.is_empty() {
-            break;
-        }
-        if let Some(value) = line.strip_prefix("content-length:") {
-            length = value.trim().parse::<usize>().ok();
-        }
-        chunked |= line == "transfer-encoding: chunked";
-    }
-    let mut body = Vec::new();
-    if let Some(length) = length {
-        body.resize(length, 0);
-        reader.read_exact(&mut body).unwrap();
-    } else if chunked {
-        loop {
-            let mut size = String::new();
-            reader.read_line(&mut size).unwrap();
-            let size = usize::from_str_radix(size.trim(), 16).unwrap();
-            let mut chunk = vec![0; size + 2];
-            reader.read_exact(&mut chunk).unwrap();
-            if size == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..size]);
-        }
-    }
-    String::from_utf8(body).unwrap()
-}
-
 /// The series as SVG: one panel each, RSS (MiB) against calls, with the
 /// warm-up value and the 10% band drawn in.
 fn plot(series: &[&Series]) -> String {
@@ -464,26 +426,4 @@ fn target_dir() -> PathBuf {
         .nth(3)
         .expect("target/<profile>/deps/<bench>")
         .to_path_buf()
-}
-
-/// Builds the release `toolcage` binary once, beside this benchmark.
-fn release_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(|p| p.parent()).unwrap().to_path_buf();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "-p",
-            "toolcage",
-            "--bin",
-            "toolcage",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .unwrap();
-    assert!(status.success(), "building the release toolcage failed");
-    profile_dir.join("toolcage")
 }

@@ -159,3 +159,72 @@ pub fn clients_python() -> PathBuf {
 pub fn toolcage_bin() -> &'static Path {
     &TOOLCAGE_BIN
 }
+
+/// What the benchmarks that drive `toolcage serve` share.
+pub mod bench {
+    use std::io::{BufRead, BufReader, Read};
+    use std::net::TcpStream;
+    use std::path::PathBuf;
+    use std::process::Command;
+
+    /// One HTTP/1.1 response's body, `Content-Length` or chunked.
+    pub fn read_response(reader: &mut BufReader<TcpStream>) -> String {
+        let mut length = None;
+        let mut chunked = false;
+        let mut status = String::new();
+        reader.read_line(&mut status).unwrap();
+        assert!(status.contains(" 200 "), "{status}");
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            let line = line.trim_end().to_ascii_lowercase();
+            if line.is_empty() {
+                break;
+            }
+            if let Some(value) = line.strip_prefix("content-length:") {
+                length = value.trim().parse::<usize>().ok();
+            }
+            chunked |= line == "transfer-encoding: chunked";
+        }
+        let mut body = Vec::new();
+        if let Some(length) = length {
+            body.resize(length, 0);
+            reader.read_exact(&mut body).unwrap();
+        } else if chunked {
+            loop {
+                let mut size = String::new();
+                reader.read_line(&mut size).unwrap();
+                let size = usize::from_str_radix(size.trim(), 16).unwrap();
+                let mut chunk = vec![0; size + 2];
+                reader.read_exact(&mut chunk).unwrap();
+                if size == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..size]);
+            }
+        }
+        String::from_utf8(body).unwrap()
+    }
+
+    /// Builds the release `toolcage` binary once, beside this benchmark.
+    pub fn release_binary() -> PathBuf {
+        let exe = std::env::current_exe().unwrap();
+        let profile_dir = exe.parent().and_then(|p| p.parent()).unwrap().to_path_buf();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "--release",
+                "--quiet",
+                "-p",
+                "toolcage",
+                "--bin",
+                "toolcage",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "building the release toolcage failed");
+        profile_dir.join("toolcage")
+    }
+}
