@@ -6,6 +6,7 @@
 //! dropped component can never take one of their names (first wins). They
 //! are sandboxed like every other tool: they see only the operator's mounts.
 
+use crate::registry::Content;
 use crate::{FileReport, Registry, Source};
 
 include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
@@ -15,7 +16,7 @@ impl Registry {
     /// directory so that the bundled names cannot be shadowed.
     pub async fn load_bundled(&mut self) -> Vec<FileReport> {
         let sources = COMPONENTS.iter().map(|(name, bytes)| async move {
-            (name.to_string(), Source::Bundled, Ok(bytes.to_vec()))
+            (name.to_string(), Source::Bundled, Content::of_bytes(bytes.to_vec()).await)
         });
         self.load_sources(sources).await
     }

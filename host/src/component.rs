@@ -12,6 +12,7 @@ use std::sync::Arc;
 use crate::LoadError;
 use crate::bindings::ToolsetPre;
 use crate::engine::EngineHandle;
+use crate::registry::Content;
 use crate::sandbox::{CallState, Sandbox};
 
 /// What a tool declares about itself.
@@ -99,19 +100,36 @@ pub(crate) struct Component {
     pub sandbox: Arc<Sandbox>,
 }
 
-/// Compiles and links `bytes`. CPU-heavy: call it on a blocking thread.
+/// Takes `content` compiled from the engine's disk cache, or compiles it,
+/// and links it. CPU-heavy and blocking: call it on a blocking thread.
 pub(crate) fn compile(
     engine: &EngineHandle,
-    bytes: &[u8],
+    content: Content,
 ) -> Result<ToolsetPre<CallState>, LoadError> {
-    match bytes.get(..8) {
-        Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => return Err(LoadError::CoreModule),
-        Some([0, b'a', b's', b'm', ..]) => {}
-        _ => return Err(LoadError::NotWasm),
-    }
-    check_imports(bytes)?;
-    let component = wasmtime::component::Component::new(&engine.engine, bytes)
-        .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+    let hash = content.hash.clone();
+    let cached = engine
+        .cache
+        .as_ref()
+        .and_then(|cache| cache.load(&engine.engine, &engine.engine_key, &hash));
+    let component = match cached {
+        Some(component) => component,
+        None => {
+            let bytes = content.into_bytes()?;
+            let bytes = bytes.as_slice();
+            match bytes.get(..8) {
+                Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => return Err(LoadError::CoreModule),
+                Some([0, b'a', b's', b'm', ..]) => {}
+                _ => return Err(LoadError::NotWasm),
+            }
+            check_imports(bytes)?;
+            let component = wasmtime::component::Component::new(&engine.engine, bytes)
+                .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+            match &engine.cache {
+                Some(cache) => cache.store(&engine.engine, &engine.engine_key, &hash, component),
+                None => component,
+            }
+        }
+    };
     let pre = engine
         .linker
         .instantiate_pre(&component)

@@ -47,7 +47,9 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::bindings::{Toolset, ToolsetPre};
+use crate::cache::{DEFAULT_DISK_CACHE_BYTES, DiskCache};
 use crate::component::compile;
+use crate::registry::Content;
 use crate::sandbox::{
     CallState, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES, SlotShape,
 };
@@ -116,6 +118,7 @@ type CompiledKey = (String, SlotShape);
 pub struct RuntimeBuilder {
     max_concurrent_calls: usize,
     disk_cache: Option<PathBuf>,
+    disk_cache_max_bytes: u64,
 }
 
 impl Default for RuntimeBuilder {
@@ -123,6 +126,7 @@ impl Default for RuntimeBuilder {
         RuntimeBuilder {
             max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
             disk_cache: None,
+            disk_cache_max_bytes: DEFAULT_DISK_CACHE_BYTES,
         }
     }
 }
@@ -141,12 +145,22 @@ impl RuntimeBuilder {
     }
 
     /// Caches compiled components on disk in `dir`, so a new process skips
-    /// recompiling unchanged components. The cache is keyed by the
-    /// component's bytes and the engine's settings. Whoever can write to
-    /// `dir` can change the native code toolcage runs: give it the same
-    /// protection as the toolcage binary. Default: no disk cache.
+    /// recompiling unchanged components: a cached component is mapped from
+    /// its file, not read or copied. The cache is keyed by the component's
+    /// bytes and the engine's settings. Whoever can write to `dir` can
+    /// change the native code toolcage runs, so `dir` is created readable
+    /// by its owner only, and [`build`](Self::build) refuses a directory
+    /// owned by another user or writable by its group or others. Default:
+    /// no disk cache.
     pub fn disk_cache(mut self, dir: impl Into<PathBuf>) -> Self {
         self.disk_cache = Some(dir.into());
+        self
+    }
+
+    /// How many bytes the disk cache may hold; past that, the entries used
+    /// least recently are removed. Default: [`DEFAULT_DISK_CACHE_BYTES`].
+    pub fn disk_cache_max_bytes(mut self, bytes: u64) -> Self {
+        self.disk_cache_max_bytes = bytes;
         self
     }
 
@@ -154,13 +168,7 @@ impl RuntimeBuilder {
     /// of the runtime, and every registry using it, is dropped.
     pub fn build(self) -> Result<Runtime, Error> {
         let cache = match self.disk_cache {
-            Some(dir) => {
-                let mut config = wasmtime::CacheConfig::new();
-                config.with_directory(dir);
-                let cache = wasmtime::Cache::new(config)
-                    .map_err(|e| Error::Engine(format!("compile cache: {e:#}")))?;
-                Some(cache)
-            }
+            Some(dir) => Some(Arc::new(DiskCache::open(dir, self.disk_cache_max_bytes)?)),
             None => None,
         };
         let slots = self.max_concurrent_calls;
@@ -230,16 +238,14 @@ impl Runtime {
             .ok()
     }
 
-    /// Compiles and links `bytes` (whose BLAKE3 hash is `hash`) for
-    /// components run in slots of `shape`, or returns the one already in
-    /// use.
+    /// Compiles and links `content` for components run in slots of
+    /// `shape`, or returns the one already in use.
     pub(crate) async fn compile(
         &self,
-        hash: &str,
-        bytes: Vec<u8>,
+        content: Content,
         shape: SlotShape,
     ) -> Result<Arc<ToolsetPre<CallState>>, LoadError> {
-        let key = (hash.to_string(), shape);
+        let key = (content.hash.clone(), shape);
         if let Some(pre) = self.compiled().get(&key).and_then(Weak::upgrade) {
             return Ok(pre);
         }
@@ -248,7 +254,7 @@ impl Runtime {
             .engines
             .get(shape)
             .map_err(|e| LoadError::Compile(e.to_string()))?;
-        let pre = tokio::task::spawn_blocking(move || compile(&engine, &bytes))
+        let pre = tokio::task::spawn_blocking(move || compile(&engine, content))
             .await
             .map_err(|e| LoadError::Compile(format!("the compiler thread failed: {e}")))??;
         let pre = Arc::new(pre);
@@ -286,16 +292,20 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
-/// An engine and the linker that provides WASI and the host imports on it.
+/// An engine, the linker that provides WASI and the host imports on it, and
+/// the disk cache of what it compiled.
 #[derive(Clone)]
 pub(crate) struct EngineHandle {
     pub engine: wasmtime::Engine,
     pub linker: Arc<Linker<CallState>>,
+    pub cache: Option<Arc<DiskCache>>,
+    /// The engine's compilation settings, as [`DiskCache`] keys them.
+    pub engine_key: String,
 }
 
 /// The engines, by slot shape, and their ticker.
 struct Engines {
-    cache: Option<wasmtime::Cache>,
+    cache: Option<Arc<DiskCache>>,
     slots: u32,
     pagemap_scan: bool,
     by_shape: Mutex<HashMap<SlotShape, EngineHandle>>,
@@ -304,7 +314,7 @@ struct Engines {
 }
 
 impl Engines {
-    fn new(cache: Option<wasmtime::Cache>, slots: usize) -> Result<Self, Error> {
+    fn new(cache: Option<Arc<DiskCache>>, slots: usize) -> Result<Self, Error> {
         let ticked: Arc<Mutex<Vec<wasmtime::Engine>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let pagemap_scan = no_swap_active() && PoolingAllocationConfig::is_pagemap_scan_available();
@@ -360,7 +370,6 @@ impl Engines {
     fn new_engine(&self, shape: SlotShape) -> Result<EngineHandle, Error> {
         let mut config = wasmtime::Config::new();
         config
-            .cache(self.cache.clone())
             .wasm_component_model(true)
             .consume_fuel(true)
             .epoch_interruption(true)
@@ -386,8 +395,10 @@ impl Engines {
             .and_then(|()| Toolset::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state))
             .map_err(|e| Error::Engine(format!("{e:#}")))?;
         Ok(EngineHandle {
+            engine_key: DiskCache::engine_key(&engine),
             engine,
             linker: Arc::new(linker),
+            cache: self.cache.clone(),
         })
     }
 

@@ -61,6 +61,14 @@ pub enum Error {
     /// The WebAssembly engine could not be created.
     #[error("cannot create the WebAssembly engine: {0}")]
     Engine(String),
+    /// The disk cache of compiled components cannot be used.
+    #[error("cannot use the compile cache {path}: {reason}")]
+    DiskCache {
+        /// The cache directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Why a call failed. Every kind reaches the model as an error outcome whose

@@ -40,6 +40,7 @@ pub mod agent;
 mod bindings;
 #[cfg(feature = "bundled-tools")]
 mod bundled;
+mod cache;
 mod call;
 mod component;
 mod config;
@@ -58,6 +59,7 @@ mod watch;
 pub use call::{Arguments, CallOptions, CallResult, CancelToken, GuestEvent, LogLevel, Logs};
 pub use component::{Descriptor, Hints, Source};
 pub use config::{CONFIG_FILE_NAME, ComponentConfig, Config};
+pub use cache::DEFAULT_DISK_CACHE_BYTES;
 pub use engine::{DEFAULT_MAX_CONCURRENT_CALLS, KEEP_RESIDENT_BYTES, Runtime, RuntimeBuilder};
 pub use error::{Error, ErrorKind, LoadError};
 pub use limits::{LimitOverrides, Limits};

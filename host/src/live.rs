@@ -34,7 +34,7 @@ use std::time::SystemTime;
 use arc_swap::ArcSwap;
 use tokio::sync::{Mutex, broadcast};
 
-use crate::registry::{Entry, Prepared, component_name, is_component_file, read_component_file};
+use crate::registry::{Content, Entry, Prepared, component_name, is_component_file};
 use crate::{Error, ErrorKind, FileReport, LoadError, Registry, Shadowed, Source};
 
 /// A registry whose tool directories can be reloaded while it serves, by
@@ -436,9 +436,9 @@ async fn prepare_all(
     futures::stream::iter(candidates)
         .map(|candidate| async move {
             let name = component_name(&candidate.path);
-            let bytes = read_component_file(&candidate.path).await;
+            let bytes = Content::of_file(&candidate.path).await;
             let hash = match &bytes {
-                Ok(bytes) => blake3::hash(bytes).to_hex().to_string(),
+                Ok(bytes) => bytes.hash.clone(),
                 Err(_) => String::new(),
             };
             let read = if bytes.is_ok() && candidate.old_hash.as_ref() == Some(&hash) {

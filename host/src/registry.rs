@@ -271,14 +271,15 @@ impl Registry {
 
     /// Loads the component in `bytes` under the name `component`.
     pub async fn load_bytes(&mut self, component: &str, bytes: impl Into<Vec<u8>>) -> FileReport {
-        self.load_source(component.to_string(), Source::Bytes, Ok(bytes.into()))
+        let bytes = Content::of_bytes(bytes.into()).await;
+        self.load_source(component.to_string(), Source::Bytes, bytes)
             .await
     }
 
     /// Loads the component file at `path`; its name is the file stem.
     pub async fn load_file(&mut self, path: impl AsRef<Path>) -> FileReport {
         let path = path.as_ref();
-        let bytes = read_component_file(path).await;
+        let bytes = Content::of_file(path).await;
         self.load_source(
             component_name(path),
             Source::File(path.to_path_buf()),
@@ -312,7 +313,7 @@ impl Registry {
     async fn load_files(&mut self, files: Vec<PathBuf>) -> Vec<FileReport> {
         let sources = files.into_iter().map(|path| async move {
             let name = component_name(&path);
-            let bytes = read_component_file(&path).await;
+            let bytes = Content::of_file(&path).await;
             (name, Source::File(path), bytes)
         });
         self.load_sources(sources).await
@@ -325,7 +326,7 @@ impl Registry {
         sources: impl IntoIterator<Item = F>,
     ) -> Vec<FileReport>
     where
-        F: Future<Output = (String, Source, Result<Vec<u8>, LoadError>)>,
+        F: Future<Output = (String, Source, Result<Content, LoadError>)>,
     {
         use futures::StreamExt;
         let parallel = crate::engine::loading_slots();
@@ -349,7 +350,7 @@ impl Registry {
         &mut self,
         name: String,
         source: Source,
-        bytes: Result<Vec<u8>, LoadError>,
+        bytes: Result<Content, LoadError>,
     ) -> FileReport {
         let prepared = self.prepare(name.clone(), source.clone(), bytes).await;
         self.report(name, source, prepared)
@@ -384,14 +385,14 @@ impl Registry {
         &self,
         name: String,
         source: Source,
-        bytes: Result<Vec<u8>, LoadError>,
+        content: Result<Content, LoadError>,
     ) -> Result<Prepared, LoadError> {
-        let bytes = bytes?;
+        let content = content?;
+        let hash = content.hash.clone();
         let limits = self.policy.limits_for(&name);
-        let hash = blake3::hash(&bytes).to_hex().to_string();
         let pre = self
             .runtime
-            .compile(&hash, bytes, SlotShape::of(&limits))
+            .compile(content, SlotShape::of(&limits))
             .await?;
 
         // describe() runs with the component's limits and no filesystem.
@@ -552,36 +553,108 @@ pub(crate) fn component_name(path: &Path) -> String {
 /// The largest component file loaded.
 pub const MAX_COMPONENT_BYTES: u64 = 128 << 20;
 
-/// Reads a component file: only a regular file (a FIFO or a device could
-/// block or never end), and at most [`MAX_COMPONENT_BYTES`]. The check is
-/// made on the open file (opened without blocking), so a FIFO swapped in
-/// under the name cannot hang the load.
-pub(crate) async fn read_component_file(path: &Path) -> Result<Vec<u8>, LoadError> {
-    use tokio::io::AsyncReadExt;
+/// A component's content: its BLAKE3 hash (hex), which the compile caches
+/// and a live registry's change detection go by, and its bytes, or the file
+/// holding them. A file's bytes are read into memory only if they must be
+/// compiled: when a compile cache holds the component, the file is only
+/// hashed as it streams by.
+pub(crate) struct Content {
+    pub hash: String,
+    bytes: Option<Vec<u8>>,
+    file: Option<PathBuf>,
+}
+
+impl Content {
+    /// Hashes `bytes`, off the async executor (a big component takes
+    /// milliseconds).
+    pub async fn of_bytes(bytes: Vec<u8>) -> Result<Self, LoadError> {
+        tokio::task::spawn_blocking(move || Content {
+            hash: blake3::hash(&bytes).to_hex().to_string(),
+            bytes: Some(bytes),
+            file: None,
+        })
+        .await
+        .map_err(|e| LoadError::Io(format!("the hashing thread failed: {e}")))
+    }
+
+    /// Hashes the component file at `path` (see [`open_component_file`]),
+    /// off the async executor.
+    pub async fn of_file(path: &Path) -> Result<Self, LoadError> {
+        let path = path.to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            let mut file = open_component_file(&path)?;
+            let mut hasher = blake3::Hasher::new();
+            hasher
+                .update_reader(&mut file)
+                .map_err(|e| LoadError::Io(e.to_string()))?;
+            check_size(file.limit())?;
+            Ok(Content {
+                hash: hasher.finalize().to_hex().to_string(),
+                bytes: None,
+                file: Some(path),
+            })
+        })
+        .await
+        .map_err(|e| LoadError::Io(format!("the reading thread failed: {e}")))?
+    }
+
+    /// The bytes. A file is read now (blocking), and refused if it no
+    /// longer has the content that was hashed.
+    pub fn into_bytes(self) -> Result<Vec<u8>, LoadError> {
+        use std::io::Read;
+        if let Some(bytes) = self.bytes {
+            return Ok(bytes);
+        }
+        let path = self.file.expect("content has bytes or a file");
+        let mut file = open_component_file(&path)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| LoadError::Io(e.to_string()))?;
+        check_size(file.limit())?;
+        if blake3::hash(&bytes).to_hex().as_str() != self.hash {
+            return Err(LoadError::Io(
+                "the file changed while it was being loaded; load it again".into(),
+            ));
+        }
+        Ok(bytes)
+    }
+}
+
+/// Opens a component file for reading, at most [`MAX_COMPONENT_BYTES`] and
+/// one more byte (see [`check_size`]). Only a regular file is read (a FIFO
+/// or a device could block or never end); the check is made on the open
+/// file (opened without blocking), so a FIFO swapped in under the name
+/// cannot hang the load.
+fn open_component_file(path: &Path) -> Result<std::io::Take<std::fs::File>, LoadError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let io = |e: std::io::Error| LoadError::Io(e.to_string());
-    let file = tokio::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .await
         .map_err(io)?;
-    let metadata = file.metadata().await.map_err(io)?;
+    let metadata = file.metadata().map_err(io)?;
     if !metadata.is_file() {
         return Err(LoadError::Io("not a regular file".into()));
     }
-    let too_big = || LoadError::Io(format!("larger than {MAX_COMPONENT_BYTES} bytes"));
     if metadata.len() > MAX_COMPONENT_BYTES {
         return Err(too_big());
     }
-    let mut bytes = Vec::with_capacity(metadata.len() as usize);
-    file.take(MAX_COMPONENT_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .await
-        .map_err(io)?;
-    if bytes.len() as u64 > MAX_COMPONENT_BYTES {
-        return Err(too_big());
+    Ok(file.take(MAX_COMPONENT_BYTES + 1))
+}
+
+/// Refuses a file read through [`open_component_file`] that had more than
+/// [`MAX_COMPONENT_BYTES`]: the read left nothing of its limit.
+fn check_size(limit_left: u64) -> Result<(), LoadError> {
+    match limit_left {
+        0 => Err(too_big()),
+        _ => Ok(()),
     }
-    Ok(bytes)
+}
+
+fn too_big() -> LoadError {
+    LoadError::Io(format!("larger than {MAX_COMPONENT_BYTES} bytes"))
 }
 
 /// `message`, followed by the last lines the guest wrote to stderr (where a

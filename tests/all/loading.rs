@@ -276,3 +276,71 @@ async fn files_that_are_not_regular_are_skipped_without_blocking() {
     );
     assert_loaded(&reports[2]);
 }
+
+/// The one compiled entry in a disk cache directory, and its inode.
+fn cache_entry(dir: &std::path::Path) -> (std::path::PathBuf, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let inode = std::fs::metadata(&entries[0]).unwrap().ino();
+    (entries[0].clone(), inode)
+}
+
+/// Loads `FIXTURE_ECHO` in a runtime of its own (as a new process would)
+/// caching in `dir`, and calls it.
+async fn load_through_cache(dir: &std::path::Path) {
+    let runtime = toolcage::Runtime::with_disk_cache(dir).expect("a runtime");
+    let mut registry = toolcage::Registry::builder()
+        .runtime(&runtime)
+        .build()
+        .unwrap();
+    assert_loaded(&registry.load_file(guests::FIXTURE_ECHO).await);
+    let result = registry.call("echo", json!({ "text": "cached" })).await;
+    assert_eq!(result.output, "cached");
+}
+
+#[tokio::test]
+async fn the_disk_cache_serves_a_new_runtime_and_replaces_a_bad_entry() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    load_through_cache(&cache).await;
+    assert_eq!(
+        std::fs::metadata(&cache).unwrap().permissions().mode() & 0o777,
+        0o700,
+        "only its owner may read or change the code it holds"
+    );
+    let (entry, inode) = cache_entry(&cache);
+    assert_eq!(
+        std::fs::metadata(&entry).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    // A new runtime maps the entry: it is not compiled or written again.
+    load_through_cache(&cache).await;
+    assert_eq!(cache_entry(&cache), (entry.clone(), inode));
+
+    // An entry that does not load is compiled again and replaced.
+    for bad in [b"garbage".to_vec(), std::fs::read(&entry).unwrap()[..4096].to_vec()] {
+        std::fs::remove_file(&entry).unwrap();
+        std::fs::write(&entry, bad).unwrap();
+        let (_, bad_inode) = cache_entry(&cache);
+        load_through_cache(&cache).await;
+        let (again, new_inode) = cache_entry(&cache);
+        assert_eq!(again, entry);
+        assert_ne!(new_inode, bad_inode, "the bad entry was replaced");
+    }
+    load_through_cache(&cache).await;
+
+    // A cache directory others can write to could change the code toolcage
+    // runs: it is refused.
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let error = toolcage::Runtime::with_disk_cache(&cache)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("others can write to it"), "{error}");
+}

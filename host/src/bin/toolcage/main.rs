@@ -365,10 +365,17 @@ fn runtime_with(builder: toolcage::RuntimeBuilder) -> anyhow::Result<Runtime> {
     if let Some(dir) = dir {
         match builder.clone().disk_cache(dir.join("toolcage")).build() {
             Ok(runtime) => return Ok(runtime),
-            Err(e) => tracing::warn!("compiling without a cache: {e}"),
+            Err(e) => say(&format!("{e}; compiling without it")),
         }
     }
     Ok(builder.build()?)
+}
+
+/// Writes `toolcage: <message>` to stderr, if it can: a server whose stderr
+/// was closed must still serve and stop (`eprintln!` would panic the task).
+fn say(message: &str) {
+    use std::io::Write;
+    writeln!(std::io::stderr(), "toolcage: {message}").ok();
 }
 
 /// Loads each file into a registry of its own, so each is judged alone.

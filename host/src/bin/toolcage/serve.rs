@@ -14,6 +14,8 @@ use toolcage::mcp::McpServer;
 use toolcage::mcp::http::HttpOptions;
 use toolcage::{Config, LiveRegistry, ReloadReport, WatchOptions};
 
+use crate::say;
+
 /// The environment variable holding the bearer token, when no file does.
 const TOKEN_VARIABLE: &str = "TOOLCAGE_TOKEN";
 
@@ -214,13 +216,6 @@ async fn stop_on_signals((mut term, mut int): (Signal, Signal), shutdown: Cancel
     }
     shutdown.cancel();
     say("stopping: finishing the calls in flight");
-}
-
-/// Writes `toolcage: <message>` to stderr, if it can: a server whose stderr
-/// was closed must still serve and stop (`eprintln!` would panic the task).
-fn say(message: &str) {
-    use std::io::Write;
-    writeln!(std::io::stderr(), "toolcage: {message}").ok();
 }
 
 #[cfg(test)]
