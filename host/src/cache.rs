@@ -110,7 +110,13 @@ impl DiskCache {
         // are renamed into place and never changed after, in a directory
         // only this user can write to (checked in `open`).
         #[allow(unsafe_code)]
-        let loaded = unsafe { Component::deserialize_file(engine, &path) };
+        let loaded = unsafe { Component::deserialize_file(engine, &path) }.or_else(|mapping| {
+            // A directory mounted `noexec` cannot be mapped executable: read
+            // the entry into memory instead, rather than compile each time.
+            let bytes = fs::read(&path).map_err(|_| mapping)?;
+            // SAFETY: as above.
+            unsafe { Component::deserialize(engine, bytes) }
+        });
         match loaded {
             Ok(component) => {
                 touch(&path);

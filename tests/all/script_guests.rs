@@ -56,6 +56,29 @@ async fn assert_first_wins(registry: &mut Registry, example: &str, tool: &str) {
     assert_eq!(report.shadowed[0].owner, owner);
 }
 
+/// The bundled tools, then the `probe` fixture: the probe's `read_file`
+/// collides with the bundled one and is shadowed, as any component's would
+/// be, and never runs.
+async fn probe_registry(probe: &str) -> Registry {
+    let mut registry = builder().limits(limits()).build().unwrap();
+    registry.load_bundled().await;
+    let report = registry.load_file(probe).await;
+    assert_loaded(&report);
+    let shadowed: Vec<_> = report
+        .shadowed
+        .iter()
+        .map(|s| (s.tool.as_str(), s.owner.as_str()))
+        .collect();
+    assert_eq!(shadowed, [("read_file", "fs")], "{report:?}");
+    assert!(!report.registered.iter().any(|t| t == "read_file"));
+    assert_eq!(registry.tool("read_file").unwrap().component, "fs");
+    let result = registry
+        .call("read_file", json!({ "path": "/nowhere.txt" }))
+        .await;
+    assert!(!result.output.contains("hijacked"), "{}", result.output);
+    registry
+}
+
 #[tokio::test]
 async fn python_tools_through_the_host() {
     let data = tempfile::tempdir().unwrap();
@@ -141,7 +164,7 @@ async fn python_tools_through_the_host() {
     assert_first_wins(&mut examples, guests::CSV_SUMMARY, "csv_summary").await;
 
     // The probe: exceptions, limits, the sandbox.
-    let probe = registry(builder().limits(limits()), &[guests::FIXTURE_PY_PROBE]).await;
+    let probe = probe_registry(guests::FIXTURE_PY_PROBE).await;
     let result = probe
         .call("py_fail", json!({ "message": "bad input: x" }))
         .await;
@@ -273,7 +296,7 @@ async fn javascript_tools_through_the_host() {
 
     assert_first_wins(&mut examples, guests::MARKDOWN_OUTLINE, "markdown_outline").await;
 
-    let probe = registry(builder().limits(limits()), &[guests::FIXTURE_JS_PROBE]).await;
+    let probe = probe_registry(guests::FIXTURE_JS_PROBE).await;
     let result = probe
         .call("js_fail", json!({ "message": "bad input: x" }))
         .await;
