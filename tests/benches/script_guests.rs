@@ -2,8 +2,9 @@
 //! library: component size, load time (cold: compiled; warm: from the disk
 //! compile cache), and p50 per call and calls/s with one caller, the
 //! component already loaded. The Rust tool is the `echo` fixture: a call
-//! that does next to nothing, so its figure is the sandbox's own cost and
-//! the difference is the interpreter's.
+//! that does next to nothing, so its figure is the sandbox's own cost. The
+//! rows `Python 0` and `JS 0` are calls that do next to nothing in each
+//! interpreter (the probes' `py_env` and `js_env`).
 //!
 //! Run with `cargo bench -p toolcage-tests --bench script_guests`.
 
@@ -19,7 +20,7 @@ fn main() {
     let cache = tempfile::tempdir().expect("a temporary directory");
     let csv = "region,sales\nnorth,10\nsouth,20\nnorth,5\n";
     let markdown = "# Title\n\nText\n\n## Part\n\n```\n# not a heading\n```\n";
-    let cases: [(&str, &str, &str, Value); 3] = [
+    let cases: [(&str, &str, &str, Value); 5] = [
         (
             "Rust",
             guests::FIXTURE_ECHO,
@@ -38,6 +39,11 @@ fn main() {
             "markdown_outline",
             json!({ "text": markdown }),
         ),
+        // A call that does next to nothing in each interpreter: its cost is
+        // the sandbox's and entering the interpreter, and the difference to
+        // the example is the example's own work.
+        ("Python 0", guests::FIXTURE_PY_PROBE, "py_env", json!({})),
+        ("JS 0", guests::FIXTURE_JS_PROBE, "js_env", json!({})),
     ];
     let tokio = tokio::runtime::Runtime::new().expect("tokio");
     println!(
