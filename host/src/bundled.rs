@@ -16,7 +16,11 @@ impl Registry {
     /// directory so that the bundled names cannot be shadowed.
     pub async fn load_bundled(&mut self) -> Vec<FileReport> {
         let sources = COMPONENTS.iter().map(|(name, bytes)| async move {
-            (name.to_string(), Source::Bundled, Content::of_bytes(bytes.to_vec()).await)
+            (
+                name.to_string(),
+                Source::Bundled,
+                Content::of_bytes(bytes.to_vec()).await,
+            )
         });
         self.load_sources(sources).await
     }

@@ -236,18 +236,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_directory_others_can_write_to_is_refused() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let cache = dir.path().join("cache");
-        DiskCache::open(cache.clone(), 1).expect("a new directory is fine");
-        assert_eq!(fs::metadata(&cache).unwrap().mode() & 0o777, 0o700);
-        fs::set_permissions(&cache, std::os::unix::fs::PermissionsExt::from_mode(0o777))
-            .unwrap();
-        let error = DiskCache::open(cache, 1).unwrap_err().to_string();
-        assert!(error.contains("others can write to it"), "{error}");
-    }
-
-    #[test]
     fn the_least_recently_used_entries_go_first() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let cache = DiskCache::open(dir.path().to_path_buf(), 250).unwrap();

@@ -56,10 +56,10 @@ mod sandbox;
 mod schema;
 mod watch;
 
+pub use cache::DEFAULT_DISK_CACHE_BYTES;
 pub use call::{Arguments, CallOptions, CallResult, CancelToken, GuestEvent, LogLevel, Logs};
 pub use component::{Descriptor, Hints, Source};
 pub use config::{CONFIG_FILE_NAME, ComponentConfig, Config};
-pub use cache::DEFAULT_DISK_CACHE_BYTES;
 pub use engine::{DEFAULT_MAX_CONCURRENT_CALLS, KEEP_RESIDENT_BYTES, Runtime, RuntimeBuilder};
 pub use error::{Error, ErrorKind, LoadError};
 pub use limits::{LimitOverrides, Limits};

@@ -325,7 +325,10 @@ async fn the_disk_cache_serves_a_new_runtime_and_replaces_a_bad_entry() {
     assert_eq!(cache_entry(&cache), (entry.clone(), inode));
 
     // An entry that does not load is compiled again and replaced.
-    for bad in [b"garbage".to_vec(), std::fs::read(&entry).unwrap()[..4096].to_vec()] {
+    for bad in [
+        b"garbage".to_vec(),
+        std::fs::read(&entry).unwrap()[..4096].to_vec(),
+    ] {
         std::fs::remove_file(&entry).unwrap();
         std::fs::write(&entry, bad).unwrap();
         let (_, bad_inode) = cache_entry(&cache);
