@@ -6,15 +6,25 @@
 //! rows `Python 0` and `JS 0` are calls that do next to nothing in each
 //! interpreter (the probes' `py_env` and `js_env`).
 //!
+//! Then the same tools through the release `toolcage` CLI, one process per
+//! call as an agent's shell would run them, with a warm disk cache: p50 of
+//! a whole `toolcage call` (start, load the bundled tools and the tool's
+//! directory, call, exit), beside `toolcage --version` (the process alone)
+//! and a call of the bundled `calc`.
+//!
 //! Run with `cargo bench -p toolcage-tests --bench script_guests`.
 
 use std::time::{Duration, Instant};
 
+use std::path::Path;
+use std::process::Command;
+
 use serde_json::{Value, json};
 use toolcage::{Registry, Runtime};
-use toolcage_tests::guests;
+use toolcage_tests::{bench, guests};
 
 const CALLS: usize = 200;
+const CLI_CALLS: usize = 30;
 
 fn main() {
     let cache = tempfile::tempdir().expect("a temporary directory");
@@ -62,6 +72,85 @@ fn main() {
             p50.as_secs_f64() * 1e3,
         );
     }
+    cli(csv, markdown);
+}
+
+/// p50 of warm `toolcage call` processes, each language's example in a
+/// tools directory of its own.
+fn cli(csv: &str, markdown: &str) {
+    let toolcage = bench::release_binary();
+    let cache = tempfile::tempdir().expect("a temporary directory");
+    let data = tempfile::tempdir().expect("a temporary directory");
+    std::fs::write(data.path().join("table.csv"), csv).expect("write the table");
+    let python = tools_dir(guests::CSV_SUMMARY);
+    let javascript = tools_dir(guests::MARKDOWN_OUTLINE);
+    let mount = format!("{}:/data", data.path().display());
+    let csv_args = json!({ "path": "/data/table.csv" }).to_string();
+    let markdown_args = json!({ "text": markdown }).to_string();
+    let runs: [(&str, Vec<&str>); 4] = [
+        ("toolcage --version", vec!["--version"]),
+        (
+            "call calc (bundled)",
+            vec!["call", "calc", r#"{"expression":"1+2"}"#],
+        ),
+        (
+            "call csv_summary (Python)",
+            vec![
+                "--tools",
+                path_str(python.path()),
+                "--mount",
+                &mount,
+                "call",
+                "csv_summary",
+                &csv_args,
+            ],
+        ),
+        (
+            "call markdown_outline (JavaScript)",
+            vec![
+                "--tools",
+                path_str(javascript.path()),
+                "call",
+                "markdown_outline",
+                &markdown_args,
+            ],
+        ),
+    ];
+    println!();
+    println!("{:<36} {:>9} {:>9}", "CLI, warm cache", "p50 ms", "max ms");
+    for (label, args) in runs {
+        let run = || {
+            let started = Instant::now();
+            let output = Command::new(&toolcage)
+                .args(&args)
+                .env("XDG_CACHE_HOME", cache.path())
+                .env_remove("TOOLCAGE_NO_CACHE")
+                .output()
+                .expect("toolcage runs");
+            assert!(output.status.success(), "{label}: {output:?}");
+            started.elapsed()
+        };
+        run(); // fills the cache
+        let mut times: Vec<Duration> = (0..CLI_CALLS).map(|_| run()).collect();
+        times.sort();
+        println!(
+            "{label:<36} {:>9.1} {:>9.1}",
+            times[CLI_CALLS / 2].as_secs_f64() * 1e3,
+            times[CLI_CALLS - 1].as_secs_f64() * 1e3,
+        );
+    }
+}
+
+/// A tools directory holding a copy of `component`.
+fn tools_dir(component: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let name = Path::new(component).file_name().expect("a file name");
+    std::fs::copy(component, dir.path().join(name)).expect("copy the component");
+    dir
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 temporary path")
 }
 
 /// Loads `path` in a fresh runtime caching compiled code in `cache`.
