@@ -3,25 +3,33 @@
 //!
 //! Each entry is a component as `wasmtime` serializes it, uncompressed, in a
 //! file named by the BLAKE3 hash of the component's bytes and a hash of the
-//! engine's compilation settings (target, flags, wasmtime's version). A hit
-//! maps the file instead of reading it: nothing is decompressed or copied,
-//! code and the initial memory images are paged in as they are touched, and
-//! processes loading the same tool share those pages. A file that does not
-//! load (truncated, another wasmtime) is compiled again and replaced.
+//! engine's compilation settings (target, flags, tunables, wasmtime's
+//! version). A hit maps the file instead of reading it: nothing is
+//! decompressed or copied, code and the initial memory images are paged in
+//! as they are touched, and processes loading the same tool share those
+//! pages. Where mapping is unsafe or refused (a network or FUSE file system,
+//! where another host may remove a mapped file; a `noexec` mount), the entry
+//! is read into memory instead. An entry that does not load (truncated,
+//! damaged) is compiled again and replaced; entries of other engine settings
+//! are never read, and age out.
 //!
-//! Threat model: an entry is native code that toolcage maps and runs as it
-//! is, without checking it, so whoever can write to the directory can make
-//! toolcage run anything. The directory is created readable by its owner
-//! only, and a directory owned by another user, or that its group or others
-//! can write to, is refused. Entries are written to a temporary file and
-//! renamed into place, never changed in place (a mapped file that shrank
-//! would crash the process): a reader sees a whole entry or none. The cache
-//! is kept under its size limit by removing the entries used least recently.
+//! Threat model: an entry is native code that toolcage runs as it is,
+//! without checking it, so whoever can write to the directory can make
+//! toolcage run anything. The directory must be the current user's: one
+//! owned by another user is refused, and one that its group or others could
+//! write to is made owner-only. An entry is used only if it is a regular
+//! file (not a symlink) of the current user that nobody else can write.
+//! The directory's parents must not let other users replace it; and no
+//! read-write mount may contain it (`RegistryBuilder::build` refuses one),
+//! or a tool could write an entry. Entries are written to a temporary file
+//! and renamed into place, never changed in place (a mapped file that shrank
+//! would crash the process). The cache is kept under its size limit by
+//! removing the entries used least recently.
 
 use std::fs::{self, File, OpenOptions};
 use std::hash::{Hash, Hasher};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -46,14 +54,18 @@ const EXTENSION: &str = "cwasm";
 /// A directory of compiled components.
 #[derive(Debug)]
 pub(crate) struct DiskCache {
+    /// Canonical: no symlink in it.
     dir: PathBuf,
     max_bytes: u64,
+    /// Whether entries are mapped (a local file system) or read.
+    map: bool,
+    user: u32,
 }
 
 impl DiskCache {
     /// Opens `dir`, creating it (owner-only) if it does not exist. Refuses
-    /// a directory that is not the current user's own, or that its group or
-    /// others can write to.
+    /// a directory that is not the current user's own, and makes it
+    /// owner-only if its group or others could write to it.
     pub fn open(dir: PathBuf, max_bytes: u64) -> Result<Self, Error> {
         let refused = |reason: String| Error::DiskCache {
             path: dir.clone(),
@@ -64,7 +76,8 @@ impl DiskCache {
             .mode(0o700)
             .create(&dir)
             .map_err(|e| refused(format!("cannot create it: {e}")))?;
-        let meta = fs::metadata(&dir).map_err(|e| refused(e.to_string()))?;
+        let canonical = dir.canonicalize().map_err(|e| refused(e.to_string()))?;
+        let meta = fs::metadata(&canonical).map_err(|e| refused(e.to_string()))?;
         // SAFETY: geteuid has no preconditions and cannot fail.
         #[allow(unsafe_code)]
         let user = unsafe { libc::geteuid() };
@@ -75,12 +88,25 @@ impl DiskCache {
             )));
         }
         if meta.mode() & 0o022 != 0 {
-            return Err(refused(format!(
-                "its group or others can write to it (mode {:o}), and so change the code it holds",
-                meta.mode() & 0o777
-            )));
+            fs::set_permissions(&canonical, fs::Permissions::from_mode(0o700)).map_err(|e| {
+                refused(format!(
+                    "others can write to it (mode {:o}) and it cannot be made owner-only: {e}",
+                    meta.mode() & 0o777
+                ))
+            })?;
+            tracing::info!(dir = %canonical.display(), "the compile cache was writable by others: made it owner-only");
         }
-        Ok(DiskCache { dir, max_bytes })
+        Ok(DiskCache {
+            map: maps_safely(&canonical),
+            dir: canonical,
+            max_bytes,
+            user,
+        })
+    }
+
+    /// The directory, canonical.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// The key of the engine's compiled code: its compilation settings.
@@ -103,20 +129,31 @@ impl DiskCache {
         hash: &str,
     ) -> Option<Component> {
         let path = self.entry(hash, engine_key);
-        if !path.is_file() {
+        let meta = fs::symlink_metadata(&path).ok()?;
+        if !meta.is_file() || meta.uid() != self.user || meta.mode() & 0o022 != 0 {
+            tracing::warn!(entry = %path.display(), "not a file of this user's own: compiling again");
             return None;
         }
+        let read = || {
+            let bytes = fs::read(&path)?;
+            // SAFETY: as below.
+            #[allow(unsafe_code)]
+            unsafe {
+                Component::deserialize(engine, bytes)
+            }
+        };
         // SAFETY: entries are written only by `store`, complete before they
         // are renamed into place and never changed after, in a directory
-        // only this user can write to (checked in `open`).
+        // only this user can write to (checked in `open` and above).
         #[allow(unsafe_code)]
-        let loaded = unsafe { Component::deserialize_file(engine, &path) }.or_else(|mapping| {
-            // A directory mounted `noexec` cannot be mapped executable: read
-            // the entry into memory instead, rather than compile each time.
-            let bytes = fs::read(&path).map_err(|_| mapping)?;
-            // SAFETY: as above.
-            unsafe { Component::deserialize(engine, bytes) }
-        });
+        let loaded = match self.map {
+            true => unsafe { Component::deserialize_file(engine, &path) }.or_else(|mapping| {
+                // A `noexec` mount refuses executable mappings: read the
+                // entry instead, rather than compile each time.
+                read().map_err(|_| mapping)
+            }),
+            false => read(),
+        };
         match loaded {
             Ok(component) => {
                 touch(&path);
@@ -139,10 +176,11 @@ impl DiskCache {
         component: Component,
     ) -> Component {
         match self.write(engine_key, hash, &component) {
-            Ok(()) => {
-                self.evict();
+            Ok(true) => {
+                self.evict(&self.entry(hash, engine_key));
                 self.load(engine, engine_key, hash).unwrap_or(component)
             }
+            Ok(false) => component,
             Err(e) => {
                 tracing::warn!(dir = %self.dir.display(), "cannot cache a compiled component: {e}");
                 component
@@ -150,8 +188,12 @@ impl DiskCache {
         }
     }
 
-    fn write(&self, engine_key: &str, hash: &str, component: &Component) -> Result<(), String> {
+    /// Writes the entry; `false` when it is larger than the whole cache.
+    fn write(&self, engine_key: &str, hash: &str, component: &Component) -> Result<bool, String> {
         let bytes = component.serialize().map_err(|e| format!("{e:#}"))?;
+        if bytes.len() as u64 > self.max_bytes {
+            return Ok(false);
+        }
         static SEQUENCE: AtomicU64 = AtomicU64::new(0);
         let temporary = self.dir.join(format!(
             ".{hash}-{engine_key}.{}-{}.tmp",
@@ -165,20 +207,22 @@ impl DiskCache {
             .open(&temporary)
             .and_then(|mut file| file.write_all(&bytes).and_then(|()| file.sync_data()))
             .and_then(|()| fs::rename(&temporary, self.entry(hash, engine_key)));
-        written.map_err(|e| {
+        written.map(|()| true).map_err(|e| {
             let _ = fs::remove_file(&temporary);
             e.to_string()
         })
     }
 
-    /// Removes the entries used least recently until the cache is within
-    /// its limit, and temporary files abandoned by a process that died.
-    fn evict(&self) {
+    /// Removes the entries used least recently, except `kept` (the one just
+    /// written), until the cache is within its limit, and temporary files
+    /// abandoned by a process that died.
+    fn evict(&self, kept: &Path) {
         let Ok(dir) = fs::read_dir(&self.dir) else {
             return;
         };
         let now = SystemTime::now();
         let mut entries = Vec::new();
+        let mut total = 0;
         for entry in dir.flatten() {
             let path = entry.path();
             let Ok(meta) = entry.metadata() else { continue };
@@ -188,10 +232,12 @@ impl DiskCache {
                     let _ = fs::remove_file(&path);
                 }
             } else if path.extension().is_some_and(|e| e == EXTENSION) && meta.is_file() {
-                entries.push((used, meta.len(), path));
+                total += meta.len();
+                if path != kept {
+                    entries.push((used, meta.len(), path));
+                }
             }
         }
-        let mut total: u64 = entries.iter().map(|(_, len, _)| len).sum();
         entries.sort();
         for (_, len, path) in entries {
             if total <= self.max_bytes {
@@ -216,6 +262,71 @@ fn touch(path: &Path) {
     }
 }
 
+/// Whether files under `dir` can be mapped safely: on a network or FUSE
+/// file system another host (or the file system's process) can remove a
+/// file that is mapped here, and touching its pages then kills the process
+/// (SIGBUS). Decided by the file system type of the mount holding `dir`, in
+/// `/proc/self/mountinfo`; unknown counts as local.
+fn maps_safely(dir: &Path) -> bool {
+    let Ok(mountinfo) = fs::read_to_string("/proc/self/mountinfo") else {
+        return true;
+    };
+    let mut best: Option<(usize, &str)> = None;
+    for line in mountinfo.lines() {
+        // `id parent major:minor root mount-point options... - type source super-options`
+        let Some((fields, rest)) = line.split_once(" - ") else {
+            continue;
+        };
+        let (Some(point), Some(kind)) = (fields.split(' ').nth(4), rest.split(' ').next()) else {
+            continue;
+        };
+        let point = unescape_mount_path(point);
+        if dir.starts_with(&point) && best.is_none_or(|(len, _)| point.len() >= len) {
+            best = Some((point.len(), kind));
+        }
+    }
+    let Some((_, kind)) = best else { return true };
+    let remote = [
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb3",
+        "smbfs",
+        "9p",
+        "ceph",
+        "glusterfs",
+        "lustre",
+        "afs",
+        "virtiofs",
+    ];
+    !(remote.contains(&kind) || kind.starts_with("fuse"))
+}
+
+/// A path of `/proc/self/mountinfo`, where space, tab, newline and
+/// backslash are written as octal escapes (`\040`).
+fn unescape_mount_path(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes.get(i + 1..i + 4).and_then(|digits| {
+            let digits = std::str::from_utf8(digits).ok()?;
+            u8::from_str_radix(digits, 8).ok()
+        });
+        match (bytes[i], octal) {
+            (b'\\', Some(byte)) => {
+                out.push(byte);
+                i += 4;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// `std::hash::Hasher` over BLAKE3: the same input gives the same key in
 /// every process (the standard library's hashers promise no such thing).
 struct Blake3Hasher(blake3::Hasher);
@@ -234,6 +345,13 @@ impl Hasher for Blake3Hasher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mount_points_are_unescaped_and_local_directories_are_mapped() {
+        assert_eq!(unescape_mount_path(r"/a\040b\134c\9"), r"/a b\c\9");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        assert!(maps_safely(&dir.path().canonicalize().unwrap()));
+    }
 
     #[test]
     fn the_least_recently_used_entries_go_first() {
@@ -258,7 +376,7 @@ mod tests {
             .unwrap()
             .set_modified(now - 2 * ABANDONED_AFTER)
             .unwrap();
-        cache.evict();
+        cache.evict(&cache.entry("new", "k"));
         assert!(!cache.entry("old", "k").exists());
         assert!(cache.entry("middle", "k").exists());
         assert!(cache.entry("new", "k").exists());

@@ -145,13 +145,16 @@ impl RuntimeBuilder {
     }
 
     /// Caches compiled components on disk in `dir`, so a new process skips
-    /// recompiling unchanged components: a cached component is mapped from
-    /// its file, not read or copied. The cache is keyed by the component's
-    /// bytes and the engine's settings. Whoever can write to `dir` can
-    /// change the native code toolcage runs, so `dir` is created readable
-    /// by its owner only, and [`build`](Self::build) refuses a directory
-    /// owned by another user or writable by its group or others. Default:
-    /// no disk cache.
+    /// recompiling unchanged components: on a local file system a cached
+    /// component is mapped from its file, not read or copied. The cache is
+    /// keyed by the component's bytes and the engine's settings. Whoever
+    /// can write to `dir` can change the native code toolcage runs, so
+    /// [`build`](Self::build) creates `dir` owner-only, refuses one owned
+    /// by another user, and makes one its group or others could write to
+    /// owner-only; entries that are not the user's own regular files are
+    /// ignored. Keep its parent directories closed to other users, and lend
+    /// no tool a directory containing it read-write (a registry refuses
+    /// that). Default: no disk cache.
     pub fn disk_cache(mut self, dir: impl Into<PathBuf>) -> Self {
         self.disk_cache = Some(dir.into());
         self
@@ -200,6 +203,12 @@ impl Runtime {
     /// A builder with every default.
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder::default()
+    }
+
+    /// The disk cache's directory (canonical), when there is one. No tool
+    /// may be lent it read-write: see [`RegistryBuilder::build`](crate::RegistryBuilder::build).
+    pub fn disk_cache_dir(&self) -> Option<&std::path::Path> {
+        self.shared.engines.cache.as_deref().map(DiskCache::dir)
     }
 
     /// How many calls may run at once.

@@ -139,6 +139,10 @@ pub enum LoadError {
     /// The file could not be read.
     #[error("cannot read the file: {0}")]
     Io(String),
+    /// The file changed between being hashed and being read to compile it,
+    /// twice in a row.
+    #[error("the file kept changing while it was being loaded; load it again once it is written")]
+    Changed,
     /// The bytes are not WebAssembly.
     #[error("not a WebAssembly file (no `\\0asm` header)")]
     NotWasm,

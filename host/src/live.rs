@@ -463,7 +463,7 @@ async fn prepare_all(
 /// loading, so calls cannot make it wait.
 fn depends_on_content(error: &LoadError) -> bool {
     match error {
-        LoadError::Io(_) | LoadError::Mount(_) => false,
+        LoadError::Io(_) | LoadError::Mount(_) | LoadError::Changed => false,
         LoadError::Describe { kind, .. } => *kind != ErrorKind::Cancelled,
         _ => true,
     }

@@ -172,6 +172,29 @@ pub(crate) fn refuse_redirections(mounts: &[&Mount]) -> Result<(), Error> {
     Ok(())
 }
 
+/// Refuses a read-write mount whose host directory contains `cache`, the
+/// disk cache of compiled components: a tool could write an entry there,
+/// native code that toolcage would run outside the sandbox.
+pub(crate) fn refuse_writable_cache(mounts: &[&Mount], cache: &Path) -> Result<(), Error> {
+    for mount in mounts.iter().filter(|m| m.writable) {
+        if mount
+            .host
+            .canonicalize()
+            .is_ok_and(|root| cache.starts_with(root))
+        {
+            return Err(Error::Mount {
+                host: mount.host.clone(),
+                guest: mount.guest.clone(),
+                reason: format!(
+                    "it is read-write and holds the compile cache {}, whose native code toolcage runs outside the sandbox; lend a directory that does not contain it, or keep the cache elsewhere (XDG_CACHE_HOME) or turn it off (TOOLCAGE_NO_CACHE=1)",
+                    cache.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// A mount's directory, opened once.
 #[derive(Debug, Clone)]
 pub(crate) struct HeldDir {

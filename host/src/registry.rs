@@ -222,24 +222,29 @@ impl RegistryBuilder {
     }
 
     /// Checks every mount and opens its directory, to be held for the
-    /// registry's life, and starts the engine.
+    /// registry's life, and starts the engine. A read-write mount that
+    /// contains the runtime's disk cache is refused: a tool could write
+    /// native code there that toolcage would run.
     pub fn build(self) -> Result<Registry, Error> {
         let mut policy = self.policy;
+        let runtime = match self.runtime {
+            Some(runtime) => runtime,
+            None => Runtime::new()?,
+        };
         let mounts: Vec<&Mount> = policy
             .mounts
             .iter()
             .chain(policy.components.values().flat_map(|c| &c.mounts))
             .collect();
         crate::mount::refuse_redirections(&mounts)?;
+        if let Some(cache) = runtime.disk_cache_dir() {
+            crate::mount::refuse_writable_cache(&mounts, cache)?;
+        }
         let mut held = HashMap::new();
         for mount in mounts {
             held.insert(mount.host().to_path_buf(), mount.open()?);
         }
         policy.held = held;
-        let runtime = match self.runtime {
-            Some(runtime) => runtime,
-            None => Runtime::new()?,
-        };
         Ok(Registry {
             runtime,
             policy,
@@ -388,12 +393,19 @@ impl Registry {
         content: Result<Content, LoadError>,
     ) -> Result<Prepared, LoadError> {
         let content = content?;
-        let hash = content.hash.clone();
+        let mut hash = content.hash.clone();
         let limits = self.policy.limits_for(&name);
-        let pre = self
-            .runtime
-            .compile(content, SlotShape::of(&limits))
-            .await?;
+        let shape = SlotShape::of(&limits);
+        let pre = match (self.runtime.compile(content, shape).await, &source) {
+            // Replaced between hashing and reading (an editor saving): once
+            // more, with what the file holds now.
+            (Err(LoadError::Changed), Source::File(path)) => {
+                let content = Content::of_file(path).await?;
+                hash = content.hash.clone();
+                self.runtime.compile(content, shape).await?
+            }
+            (pre, _) => pre?,
+        };
 
         // describe() runs with the component's limits and no filesystem.
         let describing = Arc::new(Sandbox {
@@ -598,8 +610,9 @@ impl Content {
         .map_err(|e| LoadError::Io(format!("the reading thread failed: {e}")))?
     }
 
-    /// The bytes. A file is read now (blocking), and refused if it no
-    /// longer has the content that was hashed.
+    /// The bytes. A file is read now (blocking), and refused
+    /// ([`LoadError::Changed`]) if it no longer has the content that was
+    /// hashed.
     pub fn into_bytes(self) -> Result<Vec<u8>, LoadError> {
         use std::io::Read;
         if let Some(bytes) = self.bytes {
@@ -612,9 +625,7 @@ impl Content {
             .map_err(|e| LoadError::Io(e.to_string()))?;
         check_size(file.limit())?;
         if blake3::hash(&bytes).to_hex().as_str() != self.hash {
-            return Err(LoadError::Io(
-                "the file changed while it was being loaded; load it again".into(),
-            ));
+            return Err(LoadError::Changed);
         }
         Ok(bytes)
     }

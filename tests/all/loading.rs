@@ -293,7 +293,10 @@ fn cache_entry(dir: &std::path::Path) -> (std::path::PathBuf, u64) {
 /// Loads `FIXTURE_ECHO` in a runtime of its own (as a new process would)
 /// caching in `dir`, and calls it.
 async fn load_through_cache(dir: &std::path::Path) {
-    let runtime = toolcage::Runtime::with_disk_cache(dir).expect("a runtime");
+    load_through(toolcage::Runtime::with_disk_cache(dir).expect("a runtime")).await;
+}
+
+async fn load_through(runtime: toolcage::Runtime) {
     let mut registry = toolcage::Registry::builder()
         .runtime(&runtime)
         .build()
@@ -305,45 +308,95 @@ async fn load_through_cache(dir: &std::path::Path) {
 
 #[tokio::test]
 async fn the_disk_cache_serves_a_new_runtime_and_replaces_a_bad_entry() {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let mode = |path: &std::path::Path| {
+        std::fs::symlink_metadata(path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     load_through_cache(&cache).await;
-    assert_eq!(
-        std::fs::metadata(&cache).unwrap().permissions().mode() & 0o777,
-        0o700,
-        "only its owner may read or change the code it holds"
-    );
+    assert_eq!(mode(&cache), 0o700, "only its owner may change its code");
     let (entry, inode) = cache_entry(&cache);
-    assert_eq!(
-        std::fs::metadata(&entry).unwrap().permissions().mode() & 0o777,
-        0o600
-    );
+    assert_eq!(mode(&entry), 0o600);
 
     // A new runtime maps the entry: it is not compiled or written again.
     load_through_cache(&cache).await;
     assert_eq!(cache_entry(&cache), (entry.clone(), inode));
 
-    // An entry that does not load is compiled again and replaced.
-    for bad in [
-        b"garbage".to_vec(),
-        std::fs::read(&entry).unwrap()[..4096].to_vec(),
-    ] {
+    // An entry that does not load, or that is not a file only its owner can
+    // write, is compiled again and replaced.
+    let good = dir.path().join("good.cwasm");
+    std::fs::copy(&entry, &good).unwrap();
+    let replace = |make: &dyn Fn(&std::path::Path)| {
         std::fs::remove_file(&entry).unwrap();
-        std::fs::write(&entry, bad).unwrap();
-        let (_, bad_inode) = cache_entry(&cache);
+        make(&entry);
+    };
+    let bad_entries: [&dyn Fn(&std::path::Path); 4] = [
+        &|path| std::fs::write(path, b"garbage").unwrap(),
+        &|path| std::fs::write(path, &std::fs::read(&good).unwrap()[..4096]).unwrap(),
+        &|path| std::os::unix::fs::symlink(&good, path).unwrap(),
+        &|path| {
+            std::fs::copy(&good, path).unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        },
+    ];
+    for make in bad_entries {
+        replace(make);
+        let bad_inode = std::fs::symlink_metadata(&entry).unwrap().ino();
         load_through_cache(&cache).await;
         let (again, new_inode) = cache_entry(&cache);
         assert_eq!(again, entry);
         assert_ne!(new_inode, bad_inode, "the bad entry was replaced");
+        assert_eq!(mode(&entry), 0o600);
     }
-    load_through_cache(&cache).await;
 
-    // A cache directory others can write to could change the code toolcage
-    // runs: it is refused.
+    // A directory others could write to is made owner-only.
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let error = toolcage::Runtime::with_disk_cache(&cache)
-        .unwrap_err()
-        .to_string();
-    assert!(error.contains("others can write to it"), "{error}");
+    load_through_cache(&cache).await;
+    assert_eq!(mode(&cache), 0o700);
+
+    // A component larger than the whole cache is not written.
+    let small = dir.path().join("small");
+    let runtime = toolcage::Runtime::builder()
+        .disk_cache(&small)
+        .disk_cache_max_bytes(1)
+        .build()
+        .unwrap();
+    load_through(runtime).await;
+    assert_eq!(std::fs::read_dir(&small).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn no_tool_may_be_lent_the_disk_cache_read_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("home/.cache/toolcage");
+    let runtime = toolcage::Runtime::with_disk_cache(&cache).unwrap();
+    let home = dir.path().join("home");
+    for lent in [home.clone(), cache.clone()] {
+        let error = toolcage::Registry::builder()
+            .runtime(&runtime)
+            .mount(toolcage::Mount::read_write(&lent, "/home"))
+            .build()
+            .err()
+            .expect("refused");
+        assert!(
+            error.to_string().contains("holds the compile cache"),
+            "{error}"
+        );
+    }
+    // Read-only, or beside it, is fine.
+    std::fs::create_dir(dir.path().join("work")).unwrap();
+    toolcage::Registry::builder()
+        .runtime(&runtime)
+        .mount(toolcage::Mount::read_only(&home, "/home"))
+        .mount(toolcage::Mount::read_write(
+            dir.path().join("work"),
+            "/work",
+        ))
+        .build()
+        .expect("a read-only mount of it, and a read-write one beside it");
 }

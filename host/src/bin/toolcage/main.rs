@@ -326,7 +326,7 @@ async fn noting_slow_loads<T>(load: impl std::future::Future<Output = T>) -> T {
         Ok(value) => value,
         Err(_) => {
             eprintln!(
-                "toolcage: compiling tool components (only the first run takes this long; later runs load them from the cache)…"
+                "toolcage: compiling tool components (with the compile cache on, only the first run takes this long)…"
             );
             let value = load.await;
             eprintln!(
@@ -350,22 +350,30 @@ async fn load_bundled(_: &mut Registry) -> Vec<FileReport> {
 
 /// The runtime, caching compiled components in `$XDG_CACHE_HOME/toolcage`
 /// (or `~/.cache/toolcage`) so that a command does not recompile unchanged
-/// tools; without a cache directory, or with `TOOLCAGE_NO_CACHE` set, it
-/// compiles every time.
+/// tools; without a cache directory (relative paths in `XDG_CACHE_HOME` and
+/// `HOME` are ignored, as the XDG specification says), with one it may not
+/// use, or with `TOOLCAGE_NO_CACHE` set, it compiles every time.
 fn runtime() -> anyhow::Result<Runtime> {
     runtime_with(Runtime::builder())
 }
 
 /// [`runtime`], from `builder`.
 fn runtime_with(builder: toolcage::RuntimeBuilder) -> anyhow::Result<Runtime> {
-    let dir = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+    let absolute = |var| {
+        std::env::var_os(var)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let dir = absolute("XDG_CACHE_HOME")
+        .or_else(|| absolute("HOME").map(|home| home.join(".cache")))
         .filter(|_| std::env::var_os("TOOLCAGE_NO_CACHE").is_none());
     if let Some(dir) = dir {
         match builder.clone().disk_cache(dir.join("toolcage")).build() {
             Ok(runtime) => return Ok(runtime),
-            Err(e) => say(&format!("{e}; compiling without it")),
+            Err(e @ toolcage::Error::DiskCache { .. }) => {
+                say(&format!("{e}; compiling without it"))
+            }
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(builder.build()?)
