@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolcage::{ErrorKind, LimitOverrides, Limits, Registry};
-use toolcage_tests::{assert_error, builder, guests, quick_limits, registry};
+use toolcage_tests::{
+    assert_error, assert_error_at_memory_limit, builder, guests, quick_limits, registry,
+};
 
 async fn misbehave(limits: Limits) -> Registry {
     registry(builder().limits(limits), &[guests::FIXTURE_MISBEHAVE]).await
@@ -155,17 +157,7 @@ async fn a_recovered_memory_refusal_leaves_a_later_trap_a_trap() {
             json!({ "mode": "refused_then_panic", "amount": 80 }),
         )
         .await;
-    assert_error(&result, ErrorKind::Trap);
-    assert!(
-        result.output.contains("an unrelated bug"),
-        "{}",
-        result.output
-    );
-    assert!(
-        result.output.contains("hit its memory limit of 64 MiB"),
-        "{}",
-        result.output
-    );
+    assert_error_at_memory_limit(&result, ErrorKind::Trap, "an unrelated bug");
 }
 
 /// A tool that reports its own failure after a refused growth keeps the
@@ -179,13 +171,8 @@ async fn a_tool_error_after_a_memory_refusal_names_the_limit() {
             json!({ "mode": "refused_then_fail", "amount": 80 }),
         )
         .await;
-    assert_error(&result, ErrorKind::ToolError);
-    assert!(
-        result.output.starts_with("could not load the input")
-            && result.output.contains("hit its memory limit of 64 MiB"),
-        "{}",
-        result.output
-    );
+    assert_error_at_memory_limit(&result, ErrorKind::ToolError, "could not load the input");
+    assert!(result.output.starts_with("could not load the input"));
     let result = registry
         .call(
             "misbehave",

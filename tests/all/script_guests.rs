@@ -13,7 +13,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolcage::{ErrorKind, Limits, Mount, Registry};
-use toolcage_tests::{assert_error, assert_loaded, builder, guests, quick_limits, registry};
+use toolcage_tests::{
+    assert_error, assert_error_at_memory_limit, assert_loaded, builder, guests, quick_limits,
+    registry,
+};
 
 /// 64 MiB, 2 s, 2 billion fuel: enough for an interpreter, quick to breach.
 fn limits() -> Limits {
@@ -77,6 +80,38 @@ async fn probe_registry(probe: &str) -> Registry {
         .await;
     assert!(!result.output.contains("hijacked"), "{}", result.output);
     registry
+}
+
+/// `fail` (a probe tool throwing its `message`): an exception of class
+/// `class` becomes a `tool_error` saying `class: message`, and the SDK's
+/// own `ToolError` gives its message and details as they are.
+async fn assert_errors_become_outcomes(probe: &Registry, fail: &str, class: &str) {
+    let result = probe.call(fail, json!({ "message": "bad input: x" })).await;
+    assert_error(&result, ErrorKind::ToolError);
+    assert_eq!(result.output, format!("{class}: bad input: x"));
+    let result = probe
+        .call(fail, json!({ "message": "use y instead", "typed": true }))
+        .await;
+    assert_error(&result, ErrorKind::ToolError);
+    assert_eq!(result.output, "use y instead");
+    assert_eq!(details(&result), json!({ "echo": "use y instead" }));
+}
+
+/// `spin` (a probe tool that loops forever) is stopped by fuel, and with
+/// fuel unlimited by the timeout; the probe then still answers `quick`.
+async fn assert_loops_are_stopped(probe: &Registry, fixture: &str, spin: &str, quick: &str) {
+    let result = probe.call(spin, json!({})).await;
+    assert_error(&result, ErrorKind::OutOfFuel);
+    let unlimited = Limits {
+        fuel: None,
+        timeout: Duration::from_millis(500),
+        ..limits()
+    };
+    let timed = registry(builder().limits(unlimited), &[fixture]).await;
+    let result = timed.call(spin, json!({})).await;
+    assert_error(&result, ErrorKind::Timeout);
+    let result = probe.call(quick, json!({})).await;
+    assert!(!result.is_error, "{}", result.output);
 }
 
 #[tokio::test]
@@ -165,50 +200,17 @@ async fn python_tools_through_the_host() {
 
     // The probe: exceptions, limits, the sandbox.
     let probe = probe_registry(guests::FIXTURE_PY_PROBE).await;
-    let result = probe
-        .call("py_fail", json!({ "message": "bad input: x" }))
-        .await;
-    assert_error(&result, ErrorKind::ToolError);
-    assert_eq!(result.output, "ValueError: bad input: x");
-    let result = probe
-        .call(
-            "py_fail",
-            json!({ "message": "use y instead", "typed": true }),
-        )
-        .await;
-    assert_error(&result, ErrorKind::ToolError);
-    assert_eq!(result.output, "use y instead");
-    assert_eq!(details(&result), json!({ "echo": "use y instead" }));
-
-    let result = probe.call("py_spin", json!({})).await;
-    assert_error(&result, ErrorKind::OutOfFuel);
+    assert_errors_become_outcomes(&probe, "py_fail", "ValueError").await;
+    assert_loops_are_stopped(&probe, guests::FIXTURE_PY_PROBE, "py_spin", "py_env").await;
 
     let result = probe.call("py_hog", json!({})).await;
-    assert_error(&result, ErrorKind::ToolError);
-    assert!(
-        result
-            .output
-            .starts_with("MemoryError: the tool ran out of memory"),
-        "{}",
-        result.output
-    );
-    assert!(
-        result.output.contains("hit its memory limit of 64 MiB"),
-        "{}",
-        result.output
+    assert_error_at_memory_limit(
+        &result,
+        ErrorKind::ToolError,
+        "MemoryError: the tool ran out of memory",
     );
     let result = probe.call("py_hog", json!({ "catch": true })).await;
-    assert_error(&result, ErrorKind::ToolError);
-    assert!(
-        result.output.starts_with("allocation failed"),
-        "{}",
-        result.output
-    );
-    assert!(
-        result.output.contains("hit its memory limit of 64 MiB"),
-        "{}",
-        result.output
-    );
+    assert_error_at_memory_limit(&result, ErrorKind::ToolError, "allocation failed");
 
     let result = probe.call("py_env", json!({})).await;
     assert!(!result.is_error, "{}", result.output);
@@ -222,19 +224,6 @@ async fn python_tools_through_the_host() {
         "{}",
         result.output
     );
-
-    // Fuel unlimited: the timeout stops the loop.
-    let unlimited = Limits {
-        fuel: None,
-        timeout: Duration::from_millis(500),
-        ..limits()
-    };
-    let timed = registry(builder().limits(unlimited), &[guests::FIXTURE_PY_PROBE]).await;
-    let result = timed.call("py_spin", json!({})).await;
-    assert_error(&result, ErrorKind::Timeout);
-    // The probe still serves after every breach.
-    let result = probe.call("py_env", json!({})).await;
-    assert!(!result.is_error, "{}", result.output);
 }
 
 #[tokio::test]
@@ -297,20 +286,7 @@ async fn javascript_tools_through_the_host() {
     assert_first_wins(&mut examples, guests::MARKDOWN_OUTLINE, "markdown_outline").await;
 
     let probe = probe_registry(guests::FIXTURE_JS_PROBE).await;
-    let result = probe
-        .call("js_fail", json!({ "message": "bad input: x" }))
-        .await;
-    assert_error(&result, ErrorKind::ToolError);
-    assert_eq!(result.output, "TypeError: bad input: x");
-    let result = probe
-        .call(
-            "js_fail",
-            json!({ "message": "use y instead", "typed": true }),
-        )
-        .await;
-    assert_error(&result, ErrorKind::ToolError);
-    assert_eq!(result.output, "use y instead");
-    assert_eq!(details(&result), json!({ "echo": "use y instead" }));
+    assert_errors_become_outcomes(&probe, "js_fail", "TypeError").await;
     let result = probe
         .call(
             "js_fail",
@@ -320,20 +296,9 @@ async fn javascript_tools_through_the_host() {
     assert_error(&result, ErrorKind::ToolError);
     assert_eq!(result.output, "just a string");
 
-    let result = probe.call("js_spin", json!({})).await;
-    assert_error(&result, ErrorKind::OutOfFuel);
+    assert_loops_are_stopped(&probe, guests::FIXTURE_JS_PROBE, "js_spin", "js_env").await;
     let result = probe.call("js_hog", json!({})).await;
-    assert_error(&result, ErrorKind::ToolError);
-    assert!(
-        result.output.contains("the tool ran out of memory"),
-        "{}",
-        result.output
-    );
-    assert!(
-        result.output.contains("hit its memory limit of 64 MiB"),
-        "{}",
-        result.output
-    );
+    assert_error_at_memory_limit(&result, ErrorKind::ToolError, "the tool ran out of memory");
 
     // No environment: StarlingMonkey has no `process` at all.
     let result = probe.call("js_env", json!({})).await;
@@ -342,15 +307,4 @@ async fn javascript_tools_through_the_host() {
         details(&result),
         json!({ "process": "undefined", "env": null })
     );
-
-    let unlimited = Limits {
-        fuel: None,
-        timeout: Duration::from_millis(500),
-        ..limits()
-    };
-    let timed = registry(builder().limits(unlimited), &[guests::FIXTURE_JS_PROBE]).await;
-    let result = timed.call("js_spin", json!({})).await;
-    assert_error(&result, ErrorKind::Timeout);
-    let result = probe.call("js_env", json!({})).await;
-    assert!(!result.is_error, "{}", result.output);
 }

@@ -71,6 +71,17 @@ pub fn assert_error(result: &CallResult, kind: ErrorKind) {
     assert!(result.is_error);
 }
 
+/// Asserts that a call failed with `kind`, its output saying `message` and
+/// that the call hit the memory limit of [`quick_limits`].
+pub fn assert_error_at_memory_limit(result: &CallResult, kind: ErrorKind, message: &str) {
+    assert_error(result, kind);
+    assert!(
+        result.output.contains(message) && result.output.contains("hit its memory limit of 64 MiB"),
+        "{}",
+        result.output
+    );
+}
+
 /// Asserts that a component loaded with no error.
 pub fn assert_loaded(report: &FileReport) {
     assert!(
