@@ -10,8 +10,13 @@
 //!   is bound to, or a name the operator allows, such as the one a load
 //!   balancer or a Kubernetes Service forwards).
 //! - Request bodies are capped (413 past the cap); the server keeps serving.
+//! - A refusal never resets the connection under a client still sending
+//!   its body, which a proxy would report as its upstream failing
+//!   ([`refusal`]: the body is discarded behind the answer, within bounds).
 //! - Stateless mode keeps no session between requests, so replicas behind a
 //!   load balancer need no sticky sessions.
+//! - A shutdown loses no request sent on a connection already open
+//!   ([`drain`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +33,12 @@ use tokio_util::sync::CancellationToken;
 use futures::StreamExt;
 
 use super::{InFlight, McpServer};
+
+pub mod drain;
+pub mod refusal;
+
+pub use drain::IDLE_GRACE;
+pub use refusal::{DISCARD_MAX_BYTES, DISCARD_MAX_TIME};
 
 /// How long, once no call is running, the last results have to be sent
 /// before the streams are closed at shutdown.
@@ -147,11 +158,13 @@ impl McpServer {
         Router::new()
             .route("/healthz", axum::routing::get(|| async { "ok\n" }))
             .merge(mcp)
+            .layer(axum::middleware::from_fn(refusal::discard_unread_body))
     }
 
     /// Serves on `listener` until `shutdown` is cancelled, then stops taking
-    /// connections, lets calls in flight finish and their results go out,
-    /// and returns.
+    /// connections, serves what arrives on those already open for
+    /// [`IDLE_GRACE`] (with `Connection: close`), lets calls in flight
+    /// finish and their results go out, and returns.
     pub async fn serve_http(
         &self,
         listener: tokio::net::TcpListener,
@@ -159,25 +172,21 @@ impl McpServer {
         shutdown: CancellationToken,
     ) -> std::io::Result<()> {
         let addr = listener.local_addr()?;
-        // On shutdown axum stops accepting connections; the sessions and
-        // event streams (which would keep connections open for ever) end
-        // once the calls in flight have answered.
+        // The sessions and event streams (which would keep connections
+        // open for ever) end once the calls in flight have answered.
         let streams = CancellationToken::new();
         let posts = InFlight::default();
         let app = self.router_counting(addr, options, streams.clone(), posts.clone());
-        let (server, stopping, drain) = (self.clone(), shutdown.clone(), streams.clone());
-        tokio::spawn(async move {
-            stopping.cancelled().await;
-            server.in_flight.idle().await;
+        let finish = async {
+            self.in_flight.idle().await;
             // A call's POST response ends with its result; give those a
             // moment to be sent. (A 2026-07-28 `subscriptions/listen` POST
             // never ends on its own: cancelling the streams ends it.)
             tokio::time::timeout(RESULTS_GRACE, posts.idle()).await.ok();
-            drain.cancel();
-        });
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await
+            streams.cancel();
+        };
+        drain::serve_until(listener, app, shutdown, finish).await;
+        Ok(())
     }
 }
 

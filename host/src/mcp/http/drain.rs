@@ -1,0 +1,145 @@
+//! Taking connections, and stopping without losing a request.
+//!
+//! Threat model: none beyond the router's; this is about not failing honest
+//! clients at shutdown. A client that keeps connections open between
+//! requests (nginx's `keepalive` to its upstreams, any HTTP/1.1 client) may
+//! write a request onto an idle connection at the very moment the server
+//! closes it. That request is lost, and a proxy does not send a POST again:
+//! its client gets a 502. So, once the shutdown begins:
+//! - no new connection is taken (a proxy tries another replica on a
+//!   refused connection, safely, since that carried nothing); those the
+//!   kernel had already taken are served;
+//! - a request that arrives on a connection already open is still served,
+//!   and its answer says `Connection: close`, so the client uses that
+//!   connection no more;
+//! - idle connections are closed only after [`IDLE_GRACE`], time enough
+//!   for a busy client to send on each of them once more or to see the
+//!   replica refuse a new connection and leave it out;
+//! - calls in flight finish and their answers go out, then the event
+//!   streams still open are ended.
+
+use std::pin::pin;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// How long, once the shutdown begins, idle connections are kept open
+/// (requests on them are served, with `Connection: close`): 1 s.
+pub const IDLE_GRACE: Duration = Duration::from_secs(1);
+
+/// Serves `app` on `listener` until `shutdown` is cancelled, then closes as
+/// the module docs say: `finish` runs once the idle connections are closed,
+/// and returns once the calls in flight are answered and the streams ended.
+pub(super) async fn serve_until(
+    listener: TcpListener,
+    app: Router,
+    shutdown: CancellationToken,
+    finish: impl Future<Output = ()>,
+) {
+    let app = app.layer(axum::middleware::from_fn_with_state(
+        shutdown.clone(),
+        close_when_draining,
+    ));
+    let close_idle = CancellationToken::new();
+    let connections = TaskTracker::new();
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                connections.spawn(serve_connection(stream, app.clone(), close_idle.clone()));
+            }
+            Err(error) => accept_failed(error, &shutdown).await,
+        }
+    }
+    // The connections the kernel took before the shutdown are served too:
+    // their clients may have sent requests on them already.
+    for stream in queued(listener) {
+        connections.spawn(serve_connection(stream, app.clone(), close_idle.clone()));
+    }
+    connections.close();
+    tokio::select! {
+        _ = connections.wait() => {}
+        _ = tokio::time::sleep(IDLE_GRACE) => {}
+    }
+    close_idle.cancel();
+    finish.await;
+    connections.wait().await;
+}
+
+/// Takes the connections waiting in `listener`'s queue, then closes it: the
+/// next ones are refused.
+fn queued(listener: TcpListener) -> Vec<TcpStream> {
+    let Ok(listener) = listener.into_std() else {
+        return Vec::new();
+    };
+    std::iter::from_fn(|| listener.accept().ok())
+        .filter_map(|(stream, _)| {
+            stream.set_nonblocking(true).ok()?;
+            TcpStream::from_std(stream).ok()
+        })
+        .collect()
+}
+
+/// One connection, HTTP/1.1 with keep-alive, until the client closes it or
+/// `close_idle` asks it to close once idle.
+async fn serve_connection(stream: TcpStream, app: Router, close_idle: CancellationToken) {
+    let connection =
+        http1::Builder::new().serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
+    let mut connection = pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => return,
+        _ = close_idle.cancelled() => {}
+    }
+    // Closes it now if idle, else after the answer being sent.
+    connection.as_mut().graceful_shutdown();
+    if let Err(error) = connection.await {
+        tracing::trace!("connection ended: {error}");
+    }
+}
+
+/// Once the shutdown has begun, every answer closes its connection.
+async fn close_when_draining(
+    State(shutdown): State<CancellationToken>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let mut response = next.run(request).await;
+    if shutdown.is_cancelled() {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// As hyper and axum do: a connection that failed before it was taken is
+/// the client's business; anything else (no file descriptors left, most
+/// likely) is logged, and taking connections pauses for a second.
+async fn accept_failed(error: std::io::Error, shutdown: &CancellationToken) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(
+        error.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!("cannot take a connection: {error}");
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+    }
+}
