@@ -36,7 +36,7 @@ static ZOO: LazyLock<Zoo> = LazyLock::new(|| {
         .descriptor
         .input_schema
         .clone();
-    // The options of host/src/schema.rs.
+    // The options of host/src/catalog/schema.rs.
     let validator = jsonschema::options()
         .with_draft(jsonschema::Draft::Draft202012)
         .with_pattern_options(jsonschema::PatternOptions::regex())

@@ -13,12 +13,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::Notify;
 use tracing::Instrument;
 
-use crate::registry::{Entry, Registry, with_stderr};
+use crate::ErrorKind;
+use crate::catalog::registry::{Entry, Registry, with_stderr};
+use crate::catalog::schema;
+use crate::sandbox::outcome::{CancelToken, GuestEvent, Logs};
 use crate::sandbox::{self, Invocation, Observer, Returned, human_bytes};
-use crate::{ErrorKind, schema};
 
 /// A call's arguments: JSON text as a model wrote it, or a parsed value.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,85 +46,6 @@ impl From<String> for Arguments {
 impl From<Value> for Arguments {
     fn from(value: Value) -> Self {
         Arguments::Value(value)
-    }
-}
-
-/// A log line's severity, as the guest gave it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LogLevel {
-    /// Trace.
-    Trace,
-    /// Debug.
-    Debug,
-    /// Info.
-    Info,
-    /// Warn.
-    Warn,
-    /// Error.
-    Error,
-}
-
-/// What a guest reports while it runs, through its `log` and `progress`
-/// imports. At most 1,000 per call, each message cut at 4 KiB.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum GuestEvent {
-    /// A log line.
-    Log {
-        /// Its severity.
-        level: LogLevel,
-        /// The text.
-        message: String,
-    },
-    /// A progress report.
-    Progress {
-        /// What is happening.
-        message: String,
-        /// How far along, in `0.0..=1.0`, when known.
-        fraction: Option<f32>,
-    },
-}
-
-/// Cancels the calls it is given to. Cloning shares the token.
-#[derive(Debug, Clone, Default)]
-pub struct CancelToken {
-    inner: Arc<CancelState>,
-}
-
-#[derive(Debug, Default)]
-struct CancelState {
-    cancelled: std::sync::atomic::AtomicBool,
-    notify: Notify,
-}
-
-impl CancelToken {
-    /// A token not yet cancelled.
-    pub fn new() -> Self {
-        CancelToken::default()
-    }
-
-    /// Cancels every call using this token: a running guest is stopped at its
-    /// next epoch tick (within milliseconds), with [`ErrorKind::Cancelled`].
-    pub fn cancel(&self) {
-        self.inner.cancelled.store(true, Ordering::SeqCst);
-        self.inner.notify.notify_waiters();
-    }
-
-    /// Whether [`cancel`](Self::cancel) was called.
-    pub fn is_cancelled(&self) -> bool {
-        self.inner.cancelled.load(Ordering::SeqCst)
-    }
-
-    /// Resolves once the token is cancelled.
-    pub async fn cancelled(&self) {
-        loop {
-            let notified = self.inner.notify.notified();
-            if self.is_cancelled() {
-                return;
-            }
-            notified.await;
-        }
     }
 }
 
@@ -160,18 +82,6 @@ impl CallOptions {
         self.cancel = Some(token);
         self
     }
-}
-
-/// What the guest printed during a call, each stream cut at
-/// [`Limits::log_bytes`](crate::Limits::log_bytes).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Logs {
-    /// Standard output.
-    pub stdout: String,
-    /// Standard error.
-    pub stderr: String,
-    /// Whether either stream was cut.
-    pub truncated: bool,
 }
 
 /// The result of a call, successful or not.

@@ -37,36 +37,28 @@
 //! panic or an `Err`.
 
 pub mod agent;
-mod bindings;
-#[cfg(feature = "bundled-tools")]
-mod bundled;
-mod cache;
 mod call;
-mod component;
+mod catalog;
 mod config;
-mod engine;
 mod error;
-mod limits;
-mod live;
 #[cfg(feature = "mcp")]
 pub mod mcp;
-mod mount;
-mod registry;
 mod sandbox;
-mod schema;
-mod watch;
 
-pub use cache::DEFAULT_DISK_CACHE_BYTES;
-pub use call::{Arguments, CallOptions, CallResult, CancelToken, GuestEvent, LogLevel, Logs};
-pub use component::{Descriptor, Hints, Source};
-pub use config::{CONFIG_FILE_NAME, ComponentConfig, Config};
-pub use engine::{DEFAULT_MAX_CONCURRENT_CALLS, KEEP_RESIDENT_BYTES, Runtime, RuntimeBuilder};
-pub use error::{Error, ErrorKind, LoadError};
-pub use limits::{LimitOverrides, Limits};
-pub use live::{ChangeKind, LiveRegistry, ReloadReport, ToolChange};
-pub use mount::Mount;
-pub use registry::{
-    FileReport, MAX_COMPONENT_BYTES, MAX_TOOLS_PER_COMPONENT, Registry, RegistryBuilder, Shadowed,
-    ToolInfo,
+pub use call::{Arguments, CallOptions, CallResult};
+pub use catalog::component::{Descriptor, Hints, Source};
+pub use catalog::live::{ChangeKind, LiveRegistry, ReloadReport, ToolChange};
+pub use catalog::registry::{
+    FileReport, MAX_TOOLS_PER_COMPONENT, Registry, RegistryBuilder, Shadowed, ToolInfo,
 };
-pub use watch::{WatchOptions, Watcher};
+pub use catalog::watch::{WatchOptions, Watcher};
+pub use config::{CONFIG_FILE_NAME, ComponentConfig, Config};
+pub use error::{Error, ErrorKind, LoadError};
+pub use sandbox::cache::DEFAULT_DISK_CACHE_BYTES;
+pub use sandbox::content::MAX_COMPONENT_BYTES;
+pub use sandbox::engine::{
+    DEFAULT_MAX_CONCURRENT_CALLS, KEEP_RESIDENT_BYTES, Runtime, RuntimeBuilder,
+};
+pub use sandbox::limits::{LimitOverrides, Limits};
+pub use sandbox::mount::Mount;
+pub use sandbox::outcome::{CancelToken, GuestEvent, LogLevel, Logs};

@@ -46,11 +46,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use crate::bindings::{Toolset, ToolsetPre};
-use crate::cache::{DEFAULT_DISK_CACHE_BYTES, DiskCache};
-use crate::component::compile;
-use crate::registry::Content;
-use crate::sandbox::{
+use super::bindings::{Toolset, ToolsetPre};
+use super::cache::{DEFAULT_DISK_CACHE_BYTES, DiskCache};
+use super::compile::compile;
+use super::content::Content;
+use super::store::{
     CallState, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES, SlotShape,
 };
 use crate::{Error, LoadError};

@@ -22,8 +22,8 @@ use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecursiveMode, Watcher as _};
 use tokio::sync::mpsc;
 
-use crate::live::{Stamp, look};
-use crate::{Error, LiveRegistry};
+use super::live::{LiveRegistry, Stamp, look};
+use crate::Error;
 
 /// How a [`LiveRegistry`] watches its directories. Default: file-system
 /// events, with a 200 ms debounce.

@@ -30,9 +30,12 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::filesystem::WasiFilesystemCtx;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 
-use crate::bindings::{Level, ToolsetPre, WitDescriptor, WitOutcome, toolcage};
-use crate::mount::HeldDir;
-use crate::{CancelToken, Error, ErrorKind, GuestEvent, Limits, LogLevel, Logs, Mount, Runtime};
+use super::bindings::{Level, ToolsetPre, WitDescriptor, WitOutcome, toolcage};
+use super::engine::Runtime;
+use super::limits::Limits;
+use super::mount::{HeldDir, Mount};
+use super::outcome::{CancelToken, GuestEvent, LogLevel, Logs};
+use crate::{Error, ErrorKind};
 
 /// The most `log` lines and `progress` reports a call may make; later ones
 /// are dropped.

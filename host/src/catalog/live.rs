@@ -34,8 +34,12 @@ use std::time::SystemTime;
 use arc_swap::ArcSwap;
 use tokio::sync::{Mutex, broadcast};
 
-use crate::registry::{Content, Entry, Prepared, component_name, is_component_file};
-use crate::{Error, ErrorKind, FileReport, LoadError, Registry, Shadowed, Source};
+use super::component::Source;
+use super::registry::{
+    Entry, FileReport, Prepared, Registry, Shadowed, component_name, is_component_file,
+};
+use crate::sandbox::content::Content;
+use crate::{Error, ErrorKind, LoadError};
 
 /// A registry whose tool directories can be reloaded while it serves, by
 /// [`reload`](Self::reload) or a [`watch`](Self::watch)er. Cloning shares it.
@@ -432,7 +436,7 @@ async fn prepare_all(
     candidates: Vec<Candidate>,
 ) -> Vec<(Candidate, String, String, Read)> {
     use futures::StreamExt;
-    let parallel = crate::engine::loading_slots();
+    let parallel = crate::sandbox::engine::loading_slots();
     futures::stream::iter(candidates)
         .map(|candidate| async move {
             let name = component_name(&candidate.path);

@@ -11,8 +11,8 @@
 use jsonschema::{Draft, Validator};
 use serde_json::Value;
 
-use crate::bindings::{WitDescriptor, WitHints};
-use crate::{Descriptor, Hints};
+use super::component::{Descriptor, Hints};
+use crate::sandbox::bindings::{WitDescriptor, WitHints};
 
 /// The longest tool name.
 const MAX_NAME_LEN: usize = 64;

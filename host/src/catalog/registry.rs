@@ -16,12 +16,14 @@ use std::sync::Arc;
 
 use jsonschema::Validator;
 
-use crate::component::Component;
-use crate::engine::Runtime;
-use crate::mount::HeldDir;
+use super::component::{Component, Descriptor, Source};
+use super::schema::{self, CheckedTool};
+use crate::sandbox::content::Content;
+use crate::sandbox::engine::{Runtime, loading_slots};
+use crate::sandbox::limits::{LimitOverrides, Limits};
+use crate::sandbox::mount::{self, HeldDir, Mount};
 use crate::sandbox::{self, Files, Grants, Invocation, Observer, Returned, Sandbox, SlotShape};
-use crate::schema::{self, CheckedTool};
-use crate::{Descriptor, Error, LimitOverrides, Limits, LoadError, Mount, Source};
+use crate::{Error, LoadError};
 
 /// The most tools one component may declare: more is a bug or an attempt to
 /// flood the registry and a model's context.
@@ -236,9 +238,9 @@ impl RegistryBuilder {
             .iter()
             .chain(policy.components.values().flat_map(|c| &c.mounts))
             .collect();
-        crate::mount::refuse_redirections(&mounts)?;
+        mount::refuse_redirections(&mounts)?;
         if let Some(cache) = runtime.disk_cache_dir() {
-            crate::mount::refuse_writable_cache(&mounts, cache)?;
+            mount::refuse_writable_cache(&mounts, cache)?;
         }
         let mut held = HashMap::new();
         for mount in mounts {
@@ -334,7 +336,7 @@ impl Registry {
         F: Future<Output = (String, Source, Result<Content, LoadError>)>,
     {
         use futures::StreamExt;
-        let parallel = crate::engine::loading_slots();
+        let parallel = loading_slots();
         let this = &*self;
         let prepared: Vec<_> = futures::stream::iter(sources)
             .map(|source| async move {
@@ -560,112 +562,6 @@ pub(crate) fn component_name(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// The largest component file loaded.
-pub const MAX_COMPONENT_BYTES: u64 = 128 << 20;
-
-/// A component's content: its BLAKE3 hash (hex), which the compile caches
-/// and a live registry's change detection go by, and its bytes, or the file
-/// holding them. A file's bytes are read into memory only if they must be
-/// compiled: when a compile cache holds the component, the file is only
-/// hashed as it streams by.
-pub(crate) struct Content {
-    pub hash: String,
-    bytes: Option<Vec<u8>>,
-    file: Option<PathBuf>,
-}
-
-impl Content {
-    /// Hashes `bytes`, off the async executor (a big component takes
-    /// milliseconds).
-    pub async fn of_bytes(bytes: Vec<u8>) -> Result<Self, LoadError> {
-        tokio::task::spawn_blocking(move || Content {
-            hash: blake3::hash(&bytes).to_hex().to_string(),
-            bytes: Some(bytes),
-            file: None,
-        })
-        .await
-        .map_err(|e| LoadError::Io(format!("the hashing thread failed: {e}")))
-    }
-
-    /// Hashes the component file at `path` (see [`open_component_file`]),
-    /// off the async executor.
-    pub async fn of_file(path: &Path) -> Result<Self, LoadError> {
-        let path = path.to_path_buf();
-        tokio::task::spawn_blocking(move || {
-            let mut file = open_component_file(&path)?;
-            let mut hasher = blake3::Hasher::new();
-            hasher
-                .update_reader(&mut file)
-                .map_err(|e| LoadError::Io(e.to_string()))?;
-            check_size(file.limit())?;
-            Ok(Content {
-                hash: hasher.finalize().to_hex().to_string(),
-                bytes: None,
-                file: Some(path),
-            })
-        })
-        .await
-        .map_err(|e| LoadError::Io(format!("the reading thread failed: {e}")))?
-    }
-
-    /// The bytes. A file is read now (blocking), and refused
-    /// ([`LoadError::Changed`]) if it no longer has the content that was
-    /// hashed.
-    pub fn into_bytes(self) -> Result<Vec<u8>, LoadError> {
-        use std::io::Read;
-        if let Some(bytes) = self.bytes {
-            return Ok(bytes);
-        }
-        let path = self.file.expect("content has bytes or a file");
-        let mut file = open_component_file(&path)?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|e| LoadError::Io(e.to_string()))?;
-        check_size(file.limit())?;
-        if blake3::hash(&bytes).to_hex().as_str() != self.hash {
-            return Err(LoadError::Changed);
-        }
-        Ok(bytes)
-    }
-}
-
-/// Opens a component file for reading, at most [`MAX_COMPONENT_BYTES`] and
-/// one more byte (see [`check_size`]). Only a regular file is read (a FIFO
-/// or a device could block or never end); the check is made on the open
-/// file (opened without blocking), so a FIFO swapped in under the name
-/// cannot hang the load.
-fn open_component_file(path: &Path) -> Result<std::io::Take<std::fs::File>, LoadError> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let io = |e: std::io::Error| LoadError::Io(e.to_string());
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(io)?;
-    let metadata = file.metadata().map_err(io)?;
-    if !metadata.is_file() {
-        return Err(LoadError::Io("not a regular file".into()));
-    }
-    if metadata.len() > MAX_COMPONENT_BYTES {
-        return Err(too_big());
-    }
-    Ok(file.take(MAX_COMPONENT_BYTES + 1))
-}
-
-/// Refuses a file read through [`open_component_file`] that had more than
-/// [`MAX_COMPONENT_BYTES`]: the read left nothing of its limit.
-fn check_size(limit_left: u64) -> Result<(), LoadError> {
-    match limit_left {
-        0 => Err(too_big()),
-        _ => Ok(()),
-    }
-}
-
-fn too_big() -> LoadError {
-    LoadError::Io(format!("larger than {MAX_COMPONENT_BYTES} bytes"))
 }
 
 /// `message`, followed by the last lines the guest wrote to stderr (where a

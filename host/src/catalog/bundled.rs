@@ -6,8 +6,9 @@
 //! dropped component can never take one of their names (first wins). They
 //! are sandboxed like every other tool: they see only the operator's mounts.
 
-use crate::registry::Content;
-use crate::{FileReport, Registry, Source};
+use super::component::Source;
+use super::registry::{FileReport, Registry};
+use crate::sandbox::content::Content;
 
 include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
 

@@ -1,0 +1,17 @@
+//! What tools exist: components loaded from bytes, files and directories
+//! into a first-wins name table, their descriptors checked and their
+//! schemas compiled; the live registry that swaps in reloads atomically,
+//! and the watcher that drives it. It knows nothing of frontends.
+//!
+//! Threat model: a component is untrusted, and so is every file in a tools
+//! directory. A name taken first keeps its owner, at load and at every
+//! reload, so a late component never hijacks a tool; a file that fails to
+//! load is reported and skipped, and the tools already serving keep serving.
+
+#[cfg(feature = "bundled-tools")]
+pub(crate) mod bundled;
+pub(crate) mod component;
+pub(crate) mod live;
+pub(crate) mod registry;
+pub(crate) mod schema;
+pub(crate) mod watch;
