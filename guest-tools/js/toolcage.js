@@ -28,14 +28,14 @@
 //       },
 //     });
 //
-// Build it with componentize-js 0.23 (npm install @bytecodealliance/componentize-js@0.23.0),
-// disabling the WASI features toolcage does not provide:
+// Build it with componentize-js 0.23 (npm install @bytecodealliance/componentize-js@0.23.0):
 //
 //     npx componentize-js app.js --wit wit --world-name toolset \
-//         --disable http fetch-event -o word_count.wasm
+//         --disable fetch-event -o word_count.wasm
 //
-// Without `--disable http fetch-event` the component imports wasi:http, and
-// toolcage refuses it at load ("unknown import").
+// `--disable fetch-event`: a tool is called, never sent HTTP requests to
+// serve. `fetch()` stays in, but toolcage grants no network destination to
+// tools yet: each request is refused, and the call's logs say so.
 //
 // - `run(args)` receives the arguments, already validated by the host against
 //   `schema`. It may return a string (the output), any other JSON value (both

@@ -230,6 +230,7 @@ async fn every_guest_is_covered() {
         let loads = match *name {
             "FIXTURE_ECHO" | "FIXTURE_ECHO_TWIN" | "FIXTURE_MISBEHAVE" | "FIXTURE_HIJACK" => true,
             "FIXTURE_LEFTOVERS" | "FIXTURE_LEFTOVERS_WAT" | "FIXTURE_FSPROBE" => true,
+            "FIXTURE_NETPROBE" => true,
             "FIXTURE_SCHEMA_ZOO" => true,
             "TOOLCAGE_FS" | "TOOLCAGE_CALC" => true,
             "FIXTURE_BAD_NAME" | "FIXTURE_BAD_SCHEMA" | "FIXTURE_DESCRIBE_LOOP" => false,

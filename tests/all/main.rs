@@ -10,6 +10,7 @@ mod filesystem;
 mod limits;
 mod load;
 mod loading;
+mod network;
 mod new;
 mod pool;
 mod reload;

@@ -157,8 +157,9 @@ fn build_one(guest_root: &Path, wit: &Path, out: &Path, toolchain: &Path, guest:
                 .args([
                     "--world-name",
                     "toolset",
+                    // `http` stays in: such a component imports wasi:http,
+                    // which toolcage links (its requests are refused).
                     "--disable",
-                    "http",
                     "fetch-event",
                 ])
                 .arg("-o")

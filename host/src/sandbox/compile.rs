@@ -51,8 +51,9 @@ pub(crate) fn compile(
 }
 
 /// The interfaces a component may import: WASI 0.2's, as
-/// `wasmtime_wasi::p2::add_to_linker_async` provides them (the network ones
-/// are there but deny every address), and toolcage's host interface.
+/// `wasmtime_wasi::p2::add_to_linker_async` provides them (the sockets are
+/// there but deny every address), outgoing `wasi:http` (every request goes
+/// through `net::Egress`), and toolcage's host interface.
 const PROVIDED: &[&str] = &[
     "wasi:cli/environment",
     "wasi:cli/exit",
@@ -68,6 +69,8 @@ const PROVIDED: &[&str] = &[
     "wasi:clocks/wall-clock",
     "wasi:filesystem/preopens",
     "wasi:filesystem/types",
+    "wasi:http/outgoing-handler",
+    "wasi:http/types",
     "wasi:io/error",
     "wasi:io/poll",
     "wasi:io/streams",
@@ -109,7 +112,7 @@ fn check_imports(bytes: &[u8]) -> Result<(), LoadError> {
                         .map_or(name, |(interface, _)| interface);
                     if !PROVIDED.contains(&interface) {
                         return Err(LoadError::Import(format!(
-                            "`{name}` (toolcage provides the WASI 0.2 cli, clocks, filesystem, io, random and sockets interfaces, and toolcage:tool/host; a JavaScript tool built with componentize-js needs `--disable http fetch-event`)"
+                            "`{name}` (toolcage provides the WASI 0.2 cli, clocks, filesystem, io, random and sockets interfaces, outgoing wasi:http, and toolcage:tool/host)"
                         )));
                     }
                 }
@@ -148,9 +151,12 @@ mod tests {
     fn unknown_interfaces_are_refused_by_name() {
         assert!(check_imports(&importing("wasi:cli/environment@0.2.6")).is_ok());
         assert!(check_imports(&importing("toolcage:tool/host@0.1.0")).is_ok());
-        let error = check_imports(&importing("wasi:http/types@0.2.6")).unwrap_err();
+        assert!(check_imports(&importing("wasi:http/outgoing-handler@0.2.6")).is_ok());
+        let error = check_imports(&importing("wasi:http/incoming-handler@0.2.6")).unwrap_err();
         assert!(
-            error.to_string().contains("`wasi:http/types@0.2.6`"),
+            error
+                .to_string()
+                .contains("`wasi:http/incoming-handler@0.2.6`"),
             "{error}"
         );
         // What does not parse is left to the compiler.

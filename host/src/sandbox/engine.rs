@@ -401,6 +401,7 @@ impl Engines {
         };
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
             .and_then(|()| Toolset::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state))
             .map_err(|e| Error::Engine(format!("{e:#}")))?;
         Ok(EngineHandle {

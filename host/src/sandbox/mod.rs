@@ -16,6 +16,7 @@ pub(crate) mod content;
 pub(crate) mod engine;
 pub(crate) mod limits;
 pub(crate) mod mount;
+pub(crate) mod net;
 pub(crate) mod outcome;
 mod store;
 

@@ -29,11 +29,13 @@ use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::filesystem::WasiFilesystemCtx;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::{Level, ToolsetPre, WitDescriptor, WitOutcome, toolcage};
 use super::engine::Runtime;
 use super::limits::Limits;
 use super::mount::{HeldDir, Mount};
+use super::net::Egress;
 use super::outcome::{CancelToken, GuestEvent, LogLevel, Logs};
 use crate::{Error, ErrorKind};
 
@@ -99,6 +101,8 @@ pub(crate) struct Observer {
 /// The data of a call's Store.
 pub(crate) struct CallState {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    egress: Egress,
     table: ResourceTable,
     limiter: MemoryLimiter,
     observer: Observer,
@@ -110,6 +114,16 @@ impl WasiView for CallState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.egress,
         }
     }
 }
@@ -629,8 +643,24 @@ fn new_store(
     let limits = &sandbox.grants.limits;
     let mut table = ResourceTable::new();
     table.set_max_capacity(MAX_WASI_RESOURCES);
+    // The host's notes (network refusals) go to the call's stderr and
+    // events, as the guest's own lines do.
+    let notes = {
+        let (stderr, observer) = (run.stderr.clone(), observer.clone());
+        Arc::new(move |message: String| {
+            stderr.append_line(&message);
+            if let Some(events) = &observer.events {
+                events(GuestEvent::Log {
+                    level: LogLevel::Warn,
+                    message,
+                });
+            }
+        })
+    };
     let state = CallState {
         wasi,
+        http: WasiHttpCtx::new(),
+        egress: Egress::new(notes),
         table,
         limiter: MemoryLimiter::new(limits.memory_bytes),
         observer,
@@ -753,6 +783,17 @@ impl CappedPipe {
         String::from_utf8_lossy(&self.lock().bytes).into_owned()
     }
 
+    /// Appends `line` and a newline, as far as the capacity allows.
+    fn append_line(&self, line: &str) {
+        let mut captured = self.lock();
+        for part in [line.as_bytes(), b"\n"] {
+            let room = captured.capacity.saturating_sub(captured.bytes.len());
+            let kept = part.len().min(room);
+            captured.bytes.extend_from_slice(&part[..kept]);
+            captured.truncated |= kept < part.len();
+        }
+    }
+
     fn truncated(&self) -> bool {
         self.lock().truncated
     }
@@ -793,7 +834,8 @@ impl tokio::io::AsyncWrite for CappedPipe {
     }
 }
 
-fn truncate(mut text: String, max: usize) -> String {
+/// `text`, cut at `max` bytes (at a character boundary) with `…` added.
+pub(super) fn truncate(mut text: String, max: usize) -> String {
     if text.len() > max {
         let mut end = max;
         while !text.is_char_boundary(end) {
