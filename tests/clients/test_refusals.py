@@ -5,8 +5,10 @@ that writes its whole body before it reads (as Python's `http.client` and
 nginx do) gets every early refusal as itself (token, Host, Origin, body cap,
 method, content type, Accept, path), and its connection stays open for the
 next request. A refusal of a request that asked for `Expect: 100-continue`
-gets no "100 Continue" and its connection is closed. A client trickling a
-refused body is cut off at the documented bound while other calls go on.
+gets no "100 Continue" and its connection is closed; one refused after its
+body was asked for (over the cap) gets its 413 after sending it all. A
+client trickling a refused body, or sending more than the bound, is cut off
+at the documented bound while other calls go on.
 Through nginx: test_scale.py.
 """
 
@@ -22,8 +24,9 @@ import pytest
 from conftest import TOKEN, launch_http, server_args
 
 MIB = 1 << 20
-# host/src/mcp/http/refusal.rs: DISCARD_MAX_TIME.
+# host/src/mcp/http/refusal.rs: DISCARD_MAX_TIME, DISCARD_MAX_BYTES.
 DISCARD_MAX_TIME = 5.0
+DISCARD_MAX_BYTES = 32 * MIB
 
 CALL = {
     "jsonrpc": "2.0",
@@ -115,6 +118,61 @@ def test_a_refusal_of_an_expected_body_invites_none_and_closes(guarded):
             received += chunk
     assert received.startswith(b"HTTP/1.1 401 "), received
     assert b"100 Continue" not in received
+
+
+def head(address, length, extra=b""):
+    """The head of a POST to /mcp with the token and a body of `length`."""
+    return (
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Accept: application/json, text/event-stream\r\n"
+        + f"Authorization: Bearer {TOKEN}\r\nContent-Length: {length}\r\n".encode()
+        + extra + b"\r\n"
+    )
+
+
+def test_a_body_asked_for_then_refused_is_read_to_its_end(guarded):
+    """`Expect: 100-continue` with 12 MiB over the 4 MiB cap: the server asks
+    for the body ("100 Continue") and refuses it at the cap; the client sends
+    it all and reads the 413, with no reset."""
+    with socket.create_connection(guarded, timeout=10) as sock:
+        sock.sendall(head(guarded, 12 * MIB, b"Expect: 100-continue\r\n"))
+        interim = sock.recv(65536)
+        assert interim.startswith(b"HTTP/1.1 100 Continue"), interim
+        sock.sendall(b"x" * (12 * MIB))
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 413 "), answer
+
+
+def test_a_refused_body_larger_than_the_bound_is_cut_off(guarded):
+    """80 MiB announced and sent as fast as the server reads, over the 4 MiB
+    cap: the 413 comes at once, and the connection is closed once the server
+    has thrown away DISCARD_MAX_BYTES more, long before the end."""
+    sent, answer, closed = 0, b"", False
+    with socket.create_connection(guarded, timeout=10) as sock:
+        sock.sendall(head(guarded, 80 * MIB))
+        sock.settimeout(0)
+        chunk = b"x" * MIB
+        while sent < 80 * MIB and not closed:
+            try:
+                sent += sock.send(chunk)
+            except BlockingIOError:
+                time.sleep(0.001)
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+            try:
+                data = sock.recv(65536)
+                closed |= data == b""
+                answer += data
+            except BlockingIOError:
+                pass
+            except ConnectionResetError:
+                closed = True
+    assert answer.startswith(b"HTTP/1.1 413 "), answer
+    assert closed, f"the connection took all {sent} bytes"
+    # The cap, the bound, and what the sockets' buffers held.
+    assert 4 * MIB + DISCARD_MAX_BYTES <= sent <= 4 * MIB + DISCARD_MAX_BYTES + 16 * MIB, sent
 
 
 def test_a_trickled_refused_body_is_cut_off_at_the_bound(guarded):

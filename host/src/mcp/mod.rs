@@ -475,6 +475,11 @@ impl InFlight {
         Poll::Pending
     }
 
+    /// Whether no call runs now.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.lock().0 == 0
+    }
+
     pub(crate) async fn idle(&self) {
         std::future::poll_fn(|cx| self.poll_idle(cx.waker())).await;
     }

@@ -37,7 +37,7 @@ use super::{InFlight, McpServer};
 pub mod drain;
 pub mod refusal;
 
-pub use drain::IDLE_GRACE;
+pub use drain::{IDLE_GRACE, STRAGGLER_GRACE};
 pub use refusal::{DISCARD_MAX_BYTES, DISCARD_MAX_TIME};
 
 /// How long, once no call is running, the last results have to be sent
@@ -178,11 +178,17 @@ impl McpServer {
         let posts = InFlight::default();
         let app = self.router_counting(addr, options, streams.clone(), posts.clone());
         let finish = async {
-            self.in_flight.idle().await;
-            // A call's POST response ends with its result; give those a
-            // moment to be sent. (A 2026-07-28 `subscriptions/listen` POST
-            // never ends on its own: cancelling the streams ends it.)
-            tokio::time::timeout(RESULTS_GRACE, posts.idle()).await.ok();
+            loop {
+                self.in_flight.idle().await;
+                // A call's POST response ends with its result; give those a
+                // moment to be sent. (A 2026-07-28 `subscriptions/listen`
+                // POST never ends on its own: cancelling the streams ends
+                // it.) A call that began meanwhile is waited for too.
+                let sent = tokio::time::timeout(RESULTS_GRACE, posts.idle()).await;
+                if sent.is_ok() || self.in_flight.is_idle() {
+                    break;
+                }
+            }
             streams.cancel();
         };
         drain::serve_until(listener, app, shutdown, finish).await;

@@ -15,9 +15,16 @@
 //! [`DISCARD_MAX_TIME`]. When the body ends within those bounds, the
 //! connection stays open for the next request. A client that sends more,
 //! or trickles for longer, has its connection closed at the bound, so no
-//! client can hold one open by trickling. A request that asked for
-//! `Expect: 100-continue` has not sent its body: its connection is closed
-//! after the refusal, without the "100 Continue" that would invite the body.
+//! client can hold one open by trickling. The cost to the server is
+//! bandwidth only: reading and dropping at most that much per refusal, one
+//! refusal at a time per connection. A request that asked for
+//! `Expect: 100-continue` and was refused before its body was asked for has
+//! sent no body: its connection is closed after the refusal, without the
+//! "100 Continue" that would invite the body. Once the body was asked for
+//! (hyper then sent "100 Continue"), it is read and discarded like any other.
+//!
+//! A handler that keeps a body it did not read to the end beyond its answer
+//! leaves it to hyper, which closes the connection; none here does.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -31,7 +38,8 @@ use axum::response::Response;
 use http_body::{Frame, SizeHint};
 use tokio::sync::oneshot;
 
-/// The most of a refused request's body read and thrown away: 32 MiB.
+/// The most of a refused request's body read and thrown away after the
+/// refusal: 32 MiB.
 pub const DISCARD_MAX_BYTES: u64 = 32 << 20;
 
 /// How long a refused request's body is read and thrown away, from the
@@ -53,12 +61,13 @@ pub(super) async fn discard_unread_body(request: Request, next: Next) -> Respons
     let body = Returned {
         body,
         ended: false,
+        polled: false,
         back: Some(back),
     };
     let response = next.run(Request::from_parts(parts, Body::new(body))).await;
     // Dropped before its end: the request was answered without it.
-    if let Ok(unread) = returned.try_recv()
-        && !expects_continue
+    if let Ok((unread, polled)) = returned.try_recv()
+        && (polled || !expects_continue)
     {
         tokio::spawn(discard(unread));
     }
@@ -86,7 +95,10 @@ async fn discard(body: Body) {
 struct Returned {
     body: Body,
     ended: bool,
-    back: Option<oneshot::Sender<Body>>,
+    /// Whether it was read from at all (so hyper answered any
+    /// `Expect: 100-continue`).
+    polled: bool,
+    back: Option<oneshot::Sender<(Body, bool)>>,
 }
 
 impl HttpBody for Returned {
@@ -97,6 +109,7 @@ impl HttpBody for Returned {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        self.polled = true;
         let frame = std::task::ready!(Pin::new(&mut self.body).poll_frame(cx));
         if !matches!(frame, Some(Ok(_))) {
             self.ended = true;
@@ -121,7 +134,7 @@ impl Drop for Returned {
             let body = std::mem::take(&mut self.body);
             // Nobody waits any more (the answer went out long ago): the
             // body is dropped, as it would have been.
-            back.send(body).ok();
+            back.send((body, self.polled)).ok();
         }
     }
 }
