@@ -2,7 +2,9 @@
 //! and no destination is granted: each request is refused with
 //! `HTTP-request-denied` before anything is resolved or connected, and the
 //! call's logs (stderr, its events, the tracing log) say what was refused.
-//! A real HTTP server on loopback sees that nothing reached it.
+//! A listener on loopback sees that nothing reached it; every destination
+//! is that listener, so even a wrong sender would send nothing off this
+//! machine.
 
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
@@ -55,7 +57,7 @@ async fn a_component_importing_wasi_http_loads_and_every_request_is_refused_and_
         &registry,
         json!([
             { "scheme": "http", "authority": authority, "path": "/first" },
-            { "method": "POST", "scheme": "https", "authority": "example.com", "path": "/upload",
+            { "method": "POST", "scheme": "https", "authority": authority, "path": "/upload",
               "headers": [["x-note", "from the tool"]] },
         ]),
     )
@@ -70,7 +72,9 @@ async fn a_component_importing_wasi_http_loads_and_every_request_is_refused_and_
     let first = format!(
         "toolcage: GET http://{authority}/first refused: the operator granted this tool no network access"
     );
-    let second = "toolcage: POST https://example.com/upload refused: the operator granted this tool no network access";
+    let second = format!(
+        "toolcage: POST https://{authority}/upload refused: the operator granted this tool no network access"
+    );
     assert_eq!(result.logs.stderr, format!("{first}\n{second}\n"));
     let warnings: Vec<&str> = events
         .iter()
@@ -82,26 +86,28 @@ async fn a_component_importing_wasi_http_loads_and_every_request_is_refused_and_
             _ => None,
         })
         .collect();
-    assert_eq!(warnings, [first.as_str(), second]);
+    assert_eq!(warnings, [first.as_str(), second.as_str()]);
     server.assert_untouched();
 }
 
 #[tokio::test]
 async fn refusals_noted_in_a_call_are_bounded() {
+    let server = Untouched::new();
+    let authority = server.authority();
     let registry = registry(
         builder().limits(quick_limits()),
         &[guests::FIXTURE_NETPROBE],
     )
     .await;
     let requests: Vec<Value> = (0..150)
-        .map(|i| json!({ "scheme": "https", "authority": "example.com", "path": format!("/{i}") }))
+        .map(|i| json!({ "scheme": "https", "authority": authority, "path": format!("/{i}") }))
         .collect();
     let (result, events) = probe(&registry, json!(requests)).await;
     assert!(!result.is_error, "{}", result.output);
     let lines: Vec<&str> = result.logs.stderr.lines().collect();
     assert_eq!(lines.len(), 101, "{}", result.logs.stderr);
     assert!(
-        lines[99].contains("GET https://example.com/99 refused"),
+        lines[99].contains(&format!("GET https://{authority}/99 refused")),
         "{}",
         lines[99]
     );
@@ -110,4 +116,5 @@ async fn refusals_noted_in_a_call_are_bounded() {
         "toolcage: more than 100 network refusals in this call; the rest are not noted"
     );
     assert_eq!(events.len(), 101);
+    server.assert_untouched();
 }

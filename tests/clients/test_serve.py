@@ -5,6 +5,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -120,6 +121,22 @@ def test_http_sigterm_finishes_calls_in_flight_with_a_stream_open(config_file):
     assert result["result"]["content"][0]["text"] == "slow 2"
     assert server.wait(timeout=30) == 0
     stream.close()
+
+
+def test_a_client_stalled_mid_request_delays_a_shutdown_only_so_long(config_file):
+    """A connection holding half a request head is never answered; at
+    SIGTERM the server still exits, after IDLE_GRACE (1 s) and
+    STRAGGLER_GRACE (5 s) at the most."""
+    server, url = start_http(config_file, "--stateless")
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as stalled:
+        stalled.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        time.sleep(0.2)
+        began = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+        took = time.monotonic() - began
+    assert 5 <= took <= 6 + 2, took
 
 
 def test_stateless_replicas_serve_any_request(config_file):
