@@ -7,7 +7,7 @@ build:
 # The test suite: unit tests and the integration tests against guests built from source.
 test:
     cargo test --workspace
-    cargo test --manifest-path guest-tools/Cargo.toml -p toolcage-guest -p toolcage-fs -p toolcage-calc
+    cargo test --manifest-path guest-tools/Cargo.toml -p toolcage-guest -p toolcage-fs -p toolcage-calc -p toolcage-fetch
 
 # Formatting and clippy, warnings denied, on both workspaces.
 lint:

@@ -15,11 +15,11 @@ use std::time::Duration;
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::ErrorKind;
 use crate::catalog::registry::{Entry, Registry, with_stderr};
 use crate::catalog::schema;
 use crate::sandbox::outcome::{CancelToken, GuestEvent, Logs};
 use crate::sandbox::{self, Invocation, Observer, Returned, human_bytes};
+use crate::{ErrorKind, NetUsage};
 
 /// A call's arguments: JSON text as a model wrote it, or a parsed value.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,6 +107,9 @@ pub struct CallResult {
     /// wasmtime only writes the fuel counter back at calls, not at the epoch
     /// checks where such a call is stopped.
     pub fuel_used: u64,
+    /// What the call used of the network: requests sent and refused, bytes
+    /// each way, and the first network budget it breached.
+    pub net: NetUsage,
     /// What the guest printed.
     pub logs: Logs,
 }
@@ -126,6 +129,7 @@ impl CallResult {
             details: None,
             duration: Duration::ZERO,
             fuel_used: 0,
+            net: NetUsage::default(),
             logs: Logs::default(),
         }
     }
@@ -248,6 +252,7 @@ impl Registry {
         let mut result = CallResult::error(name, call_id, ErrorKind::ToolError, String::new());
         result.duration = ran.duration;
         result.fuel_used = ran.fuel_used;
+        result.net = ran.net;
         match ran.result {
             Ok(Returned::Outcome(returned)) => {
                 let is_error = returned.is_err();

@@ -1,6 +1,6 @@
 //! `toolcage.toml`: what an operator grants, in a file.
 //!
-//! Threat model: grants (mounts, limits, permissions) come from the operator
+//! Threat model: grants (mounts, limits, network, permissions) come from the operator
 //! only: this file, command-line flags or the embedding API, never a tool or
 //! a model. A typo must not silently grant or drop something, so unknown keys
 //! and bad values are errors that name the key. Relative paths are resolved
@@ -17,6 +17,17 @@
 //! output_kib = 1024
 //! log_kib = 64
 //! stack_kib = 1024
+//! net_requests = 50              # HTTP requests a call may send
+//! net_out_kib = 16_384           # request bytes a call may send
+//! net_in_kib = 65_536            # response bytes a call may receive
+//! net_connections = 4            # connections a call may hold at once
+//! net_first_byte_ms = 10_000     # to connect, then to the response head
+//! net_between_bytes_ms = 10_000  # a response body's longest stall
+//!
+//! [network]                      # for every component; nothing by default
+//! allow = ["https://api.github.com", { url = "https://*.example.com/v1", methods = ["GET"] }]
+//! allow_private = []             # CIDRs granted names may resolve into
+//! ca_file = "internal-ca.pem"    # extra TLS roots, besides the web PKI's
 //!
 //! [[mounts]]                     # lent to every component
 //! host = "."
@@ -25,6 +36,9 @@
 //!
 //! [components.fs.limits]         # per component, by file stem
 //! timeout_ms = 60_000
+//!
+//! [components.fetch.network]     # per component, in addition
+//! allow = ["http://127.0.0.1:8080"]
 //!
 //! [[components.fs.mounts]]
 //! host = "scratch"
@@ -44,7 +58,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::agent::Permissions;
-use crate::{Error, LimitOverrides, Mount, RegistryBuilder};
+use crate::{Cidr, Error, Grant, LimitOverrides, Mount, RegistryBuilder};
 
 /// The largest wasm stack a config may ask for: 256 MiB.
 const MAX_STACK_BYTES: usize = 256 << 20;
@@ -64,6 +78,8 @@ pub struct Config {
     pub limits: LimitOverrides,
     /// Mounts lent to every component.
     pub mounts: Vec<Mount>,
+    /// Network grants for every component, and the extra TLS roots.
+    pub network: NetworkConfig,
     /// Per-component limits and mounts, by component name (file stem).
     pub components: BTreeMap<String, ComponentConfig>,
     /// The `[permissions]` rules: tool-name pattern → `allow`, `ask` or
@@ -82,6 +98,7 @@ impl Default for Config {
             bundled: true,
             limits: LimitOverrides::default(),
             mounts: Vec::new(),
+            network: NetworkConfig::default(),
             components: BTreeMap::new(),
             permissions: Permissions::allow_all(),
         }
@@ -96,6 +113,20 @@ pub struct ComponentConfig {
     /// Mounts in addition to the shared ones (replacing one at the same guest
     /// path).
     pub mounts: Vec<Mount>,
+    /// Network grants in addition to the shared ones (`ca_file` is shared
+    /// only).
+    pub network: NetworkConfig,
+}
+
+/// The `[network]` table: grants, private ranges, extra TLS roots.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NetworkConfig {
+    /// What may be reached ([`Grant`]); empty: nothing.
+    pub allow: Vec<Grant>,
+    /// Ranges granted names may resolve into ([`RegistryBuilder::allow_private`]).
+    pub allow_private: Vec<Cidr>,
+    /// A PEM file of CA certificates trusted besides the web PKI roots.
+    pub ca_file: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -109,9 +140,35 @@ struct RawConfig {
     #[serde(default)]
     mounts: Vec<RawMount>,
     #[serde(default)]
+    network: RawNetwork,
+    #[serde(default)]
     components: BTreeMap<String, RawComponent>,
     #[serde(default)]
     permissions: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawNetwork {
+    #[serde(default)]
+    allow: Vec<RawGrant>,
+    #[serde(default)]
+    allow_private: Vec<String>,
+    ca_file: Option<PathBuf>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawGrant {
+    Pattern(String),
+    Table(RawGrantTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGrantTable {
+    url: String,
+    methods: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -123,6 +180,12 @@ struct RawLimits {
     output_kib: Option<u64>,
     log_kib: Option<u64>,
     stack_kib: Option<u64>,
+    net_requests: Option<u32>,
+    net_out_kib: Option<u64>,
+    net_in_kib: Option<u64>,
+    net_connections: Option<u32>,
+    net_first_byte_ms: Option<u64>,
+    net_between_bytes_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -156,6 +219,8 @@ struct RawComponent {
     limits: RawLimits,
     #[serde(default)]
     mounts: Vec<RawMount>,
+    #[serde(default)]
+    network: RawNetwork,
 }
 
 impl Config {
@@ -211,6 +276,7 @@ impl Config {
                 ComponentConfig {
                     limits: limits(&component.limits, &format!("{key}.limits"))?,
                     mounts: mounts(&component.mounts, &format!("{key}.mounts"))?,
+                    network: network(&component.network, &format!("{key}.network"), None)?,
                 },
             );
         }
@@ -221,6 +287,7 @@ impl Config {
             bundled: raw.bundled.unwrap_or(true),
             limits: limits(&raw.limits, "limits")?,
             mounts: mounts(&raw.mounts, "mounts")?,
+            network: network(&raw.network, "network", Some(&resolve))?,
             components,
             permissions,
         })
@@ -234,14 +301,74 @@ impl Config {
         for mount in &self.mounts {
             builder = builder.mount(mount.clone());
         }
+        for grant in &self.network.allow {
+            builder = builder.allow_net(grant.clone());
+        }
+        for range in &self.network.allow_private {
+            builder = builder.allow_private(*range);
+        }
+        if let Some(ca_file) = &self.network.ca_file {
+            builder = builder.ca_file(ca_file.clone());
+        }
         for (name, component) in &self.components {
             builder = builder.component_limits(name.clone(), component.limits);
             for mount in &component.mounts {
                 builder = builder.component_mount(name.clone(), mount.clone());
             }
+            for grant in &component.network.allow {
+                builder = builder.component_allow_net(name.clone(), grant.clone());
+            }
+            for range in &component.network.allow_private {
+                builder = builder.component_allow_private(name.clone(), *range);
+            }
         }
         builder
     }
+}
+
+/// A `[network]` table; `resolve` resolves `ca_file`, which only the shared
+/// table may set.
+fn network(
+    raw: &RawNetwork,
+    key: &str,
+    resolve: Option<&dyn Fn(&Path) -> PathBuf>,
+) -> Result<NetworkConfig, String> {
+    let mut allow = Vec::new();
+    for (i, grant) in raw.allow.iter().enumerate() {
+        let parsed = match grant {
+            RawGrant::Pattern(pattern) => Grant::parse(pattern),
+            RawGrant::Table(table) => {
+                Grant::parse(&table.url).and_then(|grant| match &table.methods {
+                    Some(methods) => grant.methods(methods),
+                    None => Ok(grant),
+                })
+            }
+        };
+        allow.push(parsed.map_err(|e| format!("{key}.allow[{i}]: {e}"))?);
+    }
+    let allow_private = raw
+        .allow_private
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            text.parse::<Cidr>()
+                .map_err(|e| format!("{key}.allow_private[{i}]: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+    let ca_file = match (&raw.ca_file, resolve) {
+        (None, _) => None,
+        (Some(path), Some(resolve)) => Some(resolve(path)),
+        (Some(_), None) => {
+            return Err(format!(
+                "{key}.ca_file: set it in the shared [network] table; it applies to every component"
+            ));
+        }
+    };
+    Ok(NetworkConfig {
+        allow,
+        allow_private,
+        ca_file,
+    })
 }
 
 fn limits(raw: &RawLimits, key: &str) -> Result<LimitOverrides, String> {
@@ -289,6 +416,15 @@ fn limits(raw: &RawLimits, key: &str) -> Result<LimitOverrides, String> {
         output_bytes: bytes(raw.output_kib, "output_kib", 10)?,
         log_bytes: bytes(raw.log_kib, "log_kib", 10)?,
         stack_bytes,
+        net_requests: positive(raw.net_requests.map(u64::from), "net_requests")?.map(|n| n as u32),
+        net_bytes_out: bytes(raw.net_out_kib, "net_out_kib", 10)?.map(|b| b as u64),
+        net_bytes_in: bytes(raw.net_in_kib, "net_in_kib", 10)?.map(|b| b as u64),
+        net_connections: positive(raw.net_connections.map(u64::from), "net_connections")?
+            .map(|n| n as u32),
+        net_first_byte_timeout: positive(raw.net_first_byte_ms, "net_first_byte_ms")?
+            .map(Duration::from_millis),
+        net_between_bytes_timeout: positive(raw.net_between_bytes_ms, "net_between_bytes_ms")?
+            .map(Duration::from_millis),
     })
 }
 

@@ -61,6 +61,17 @@ pub enum Error {
     /// The WebAssembly engine could not be created.
     #[error("cannot create the WebAssembly engine: {0}")]
     Engine(String),
+    /// A file of extra TLS roots for tools' requests cannot be used.
+    #[error("cannot use the CA file {path}: {reason}")]
+    CaFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A network grant pattern is not valid.
+    #[error(transparent)]
+    Grant(#[from] crate::GrantError),
     /// The disk cache of compiled components cannot be used.
     #[error("cannot use the compile cache {path}: {reason}")]
     DiskCache {

@@ -29,8 +29,11 @@
 //! A tool component is untrusted code. It can compute, read the clocks and
 //! randomness, log, report progress, and use the filesystem only under the
 //! mounts granted to its component, read-only unless granted read-write. It
-//! cannot see the host's environment, arguments, other directories or the
-//! network. It is stopped when it exhausts its fuel, its wall-clock time, its
+//! cannot see the host's environment, arguments or other directories, and
+//! reaches the network only where the operator granted it ([`Grant`]):
+//! loopback, private and other special addresses stay refused unless named,
+//! and every request is sent by the host, within per-call budgets. It is
+//! stopped when it exhausts its fuel, its wall-clock time, its
 //! memory or its output budget, and only its own call fails. Its name cannot
 //! replace a tool registered before it. Everything a tool or a model can
 //! cause comes back as a [`CallResult`] with an [`ErrorKind`], never as a
@@ -61,4 +64,7 @@ pub use sandbox::engine::{
 };
 pub use sandbox::limits::{LimitOverrides, Limits};
 pub use sandbox::mount::Mount;
+pub use sandbox::net::{
+    Cidr, Grant, GrantError, Lookup, NetLimit, NetUsage, Resolve, SystemResolver,
+};
 pub use sandbox::outcome::{CancelToken, GuestEvent, LogLevel, Logs};

@@ -9,12 +9,19 @@ use std::time::Duration;
 
 use toolcage::{CallResult, ErrorKind, FileReport, Limits, Registry, RegistryBuilder, Runtime};
 
+pub mod net;
+
 /// Paths of the built components, one constant per guest package.
 pub mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 }
 
 static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| Runtime::new().expect("the runtime starts"));
+
+/// The runtime every test registry shares.
+pub fn runtime() -> &'static Runtime {
+    &RUNTIME
+}
 
 /// A registry builder on the shared runtime.
 pub fn builder() -> RegistryBuilder {

@@ -81,6 +81,8 @@ pub use serde_json::{self, Value, json};
 
 #[doc(hidden)]
 #[allow(missing_docs, unsafe_code)] // generated ABI glue
+pub mod http;
+
 pub mod bindings {
     wit_bindgen::generate!({
         world: "toolset",

@@ -455,6 +455,7 @@ impl Runner {
             result.call_id = id;
             result.duration = started.elapsed();
             result.fuel_used = 0;
+            result.net = crate::NetUsage::default();
             let metrics = Metrics {
                 duration: result.duration,
                 fuel_used: 0,
@@ -574,6 +575,7 @@ fn refusal(call: &ToolCall, kind: ErrorKind, output: String) -> CallReport {
         details: None,
         duration: Duration::ZERO,
         fuel_used: 0,
+        net: crate::NetUsage::default(),
         logs: Logs::default(),
     };
     CallReport {

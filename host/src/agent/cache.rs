@@ -257,6 +257,7 @@ mod tests {
             details: None,
             duration: std::time::Duration::ZERO,
             fuel_used: 0,
+            net: crate::NetUsage::default(),
             logs: crate::Logs::default(),
         }
     }

@@ -22,6 +22,9 @@ use crate::sandbox::content::Content;
 use crate::sandbox::engine::{Runtime, loading_slots};
 use crate::sandbox::limits::{LimitOverrides, Limits};
 use crate::sandbox::mount::{self, HeldDir, Mount};
+use crate::sandbox::net::{
+    Cidr, Grant, NetPolicy, NetSettings, NetShared, Resolve, SystemResolver,
+};
 use crate::sandbox::{self, Files, Grants, Invocation, Observer, Returned, Sandbox, SlotShape};
 use crate::{Error, LoadError};
 
@@ -127,6 +130,14 @@ pub(crate) struct Policy {
     /// Every mount's directory, by host path, opened when the registry was
     /// built.
     pub held: HashMap<PathBuf, HeldDir>,
+    /// Network grants for every component.
+    pub allow_net: Vec<Grant>,
+    /// Ranges every component's granted names may resolve into.
+    pub allow_private: Vec<Cidr>,
+    /// The resolver and extra TLS roots, as set.
+    pub net: NetSettings,
+    /// What they became when the registry was built.
+    pub net_shared: Option<Arc<NetShared>>,
 }
 
 /// What one component gets on top of the defaults.
@@ -134,6 +145,8 @@ pub(crate) struct Policy {
 pub(crate) struct ComponentPolicy {
     pub limits: LimitOverrides,
     pub mounts: Vec<Mount>,
+    pub allow_net: Vec<Grant>,
+    pub allow_private: Vec<Cidr>,
 }
 
 impl Policy {
@@ -159,6 +172,32 @@ impl Policy {
             .cloned()
             .collect()
     }
+
+    /// The shared grants with the component's own; `None` when there are
+    /// none, so every request is refused.
+    fn network_for(&self, component: &str) -> Option<Arc<NetPolicy>> {
+        let own = self.components.get(component);
+        let grants: Vec<Grant> = self
+            .allow_net
+            .iter()
+            .chain(own.map(|p| p.allow_net.as_slice()).unwrap_or_default())
+            .cloned()
+            .collect();
+        if grants.is_empty() {
+            return None;
+        }
+        let allow_private = self
+            .allow_private
+            .iter()
+            .chain(own.map(|p| p.allow_private.as_slice()).unwrap_or_default())
+            .copied()
+            .collect();
+        Some(Arc::new(NetPolicy {
+            grants,
+            allow_private,
+            shared: self.net_shared.clone()?,
+        }))
+    }
 }
 
 /// Builds a [`Registry`]. Everything is denied until granted:
@@ -167,8 +206,13 @@ impl Policy {
 ///   timeout 30 s, memory 256 MiB, output 1 MiB, logs 64 KiB per stream,
 ///   stack 1 MiB);
 /// - mounts: none, so tools see no filesystem;
-/// - environment, arguments, stdin, network: none, and not configurable per
-///   tool;
+/// - network: none, so every request a tool makes is refused; grants
+///   ([`allow_net`](Self::allow_net)) let it reach public addresses they
+///   match, and special ones (loopback, private...) only when a grant names
+///   the address or [`allow_private`](Self::allow_private) covers it;
+/// - name lookup: the operating system's ([`SystemResolver`]); TLS roots:
+///   the web PKI's;
+/// - environment, arguments, stdin: none, and not configurable per tool;
 /// - runtime: one of its own, [`Runtime::new()`], allowing
 ///   [`DEFAULT_MAX_CONCURRENT_CALLS`](crate::DEFAULT_MAX_CONCURRENT_CALLS)
 ///   calls at once.
@@ -216,6 +260,58 @@ impl RegistryBuilder {
         self
     }
 
+    /// Lets every component reach what `grant` matches. Default: nothing.
+    pub fn allow_net(mut self, grant: Grant) -> Self {
+        self.policy.allow_net.push(grant);
+        self
+    }
+
+    /// Lets the component named `component` reach what `grant` matches, in
+    /// addition to the shared grants. Default: nothing.
+    pub fn component_allow_net(mut self, component: impl Into<String>, grant: Grant) -> Self {
+        self.policy
+            .components
+            .entry(component.into())
+            .or_default()
+            .allow_net
+            .push(grant);
+        self
+    }
+
+    /// Lets granted names of every component resolve into `range`, a
+    /// private or otherwise special range (an internal service's). Default:
+    /// none; a granted name that resolves to a special address is refused.
+    pub fn allow_private(mut self, range: Cidr) -> Self {
+        self.policy.allow_private.push(range);
+        self
+    }
+
+    /// Like [`allow_private`](Self::allow_private), for one component.
+    pub fn component_allow_private(mut self, component: impl Into<String>, range: Cidr) -> Self {
+        self.policy
+            .components
+            .entry(component.into())
+            .or_default()
+            .allow_private
+            .push(range);
+        self
+    }
+
+    /// Trusts the CA certificates in `path` (PEM) for tools' HTTPS requests,
+    /// besides the web PKI roots: for internal services. Read when the
+    /// registry is built. Default: the web PKI roots only.
+    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.policy.net.ca_files.push(path.into());
+        self
+    }
+
+    /// Resolves the names tools' requests go to with `resolver`. Default:
+    /// [`SystemResolver`], the operating system's.
+    pub fn resolver(mut self, resolver: impl Resolve) -> Self {
+        self.policy.net.resolver = Some(Arc::new(resolver));
+        self
+    }
+
     /// Compiles and runs components on `runtime`, sharing its engines and
     /// compiled-component cache. Default: a runtime of the registry's own.
     pub fn runtime(mut self, runtime: &Runtime) -> Self {
@@ -247,6 +343,16 @@ impl RegistryBuilder {
             held.insert(mount.host().to_path_buf(), mount.open()?);
         }
         policy.held = held;
+        let resolver = policy
+            .net
+            .resolver
+            .clone()
+            .unwrap_or_else(|| Arc::new(SystemResolver));
+        policy.net_shared = Some(Arc::new(NetShared::new(
+            resolver,
+            &policy.net.ca_files,
+            runtime.connection_counter().clone(),
+        )?));
         Ok(Registry {
             runtime,
             policy,
@@ -415,6 +521,7 @@ impl Registry {
             grants: Grants {
                 limits,
                 mounts: Vec::new(),
+                network: None,
             },
             files: None,
             runtime: self.runtime.clone(),
@@ -458,11 +565,13 @@ impl Registry {
         let grants = Grants {
             limits,
             mounts: self.policy.mounts_for(&name),
+            network: self.policy.network_for(&name),
         };
-        let grants_hash =
-            blake3::hash(format!("{:?}{:?}", grants.limits, grants.mounts).as_bytes())
-                .to_hex()
-                .to_string();
+        let grants_hash = blake3::hash(
+            format!("{:?}{:?}{:?}", grants.limits, grants.mounts, grants.network).as_bytes(),
+        )
+        .to_hex()
+        .to_string();
         let held = grants
             .mounts
             .iter()

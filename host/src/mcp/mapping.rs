@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use crate::{CallResult, LogLevel, ToolInfo};
 
 /// The `_meta` key under which every call result carries toolcage's own
-/// figures: `{"error_kind", "duration_ms", "fuel_used"}`.
+/// figures: `{"error_kind", "duration_ms", "fuel_used", "net"}`, `net`
+/// being `{"requests", "denied", "bytes_out", "bytes_in"}` and `"limit"`
+/// when a network budget was breached.
 pub const CALL_META_KEY: &str = "dev.toolcage/call";
 
 /// A registered tool as `tools/list` shows it. All four hints are explicit:
@@ -64,6 +66,7 @@ pub fn call_result(result: &CallResult, has_output_schema: bool) -> CallToolResu
             "error_kind": result.error_kind,
             "duration_ms": (result.duration.as_secs_f64() * 1e6).round() / 1e3,
             "fuel_used": result.fuel_used,
+            "net": result.net,
         }),
     );
     mapped.meta = Some(meta);
@@ -151,6 +154,7 @@ mod tests {
             details,
             duration: Duration::from_micros(1500),
             fuel_used: 42,
+            net: crate::NetUsage::default(),
             logs: Logs::default(),
         }
     }
@@ -186,7 +190,8 @@ mod tests {
         assert_eq!(mapped["isError"], false);
         assert_eq!(
             mapped["_meta"][CALL_META_KEY],
-            json!({ "error_kind": null, "duration_ms": 1.5, "fuel_used": 42 })
+            json!({ "error_kind": null, "duration_ms": 1.5, "fuel_used": 42,
+                    "net": { "requests": 0, "denied": 0, "bytes_out": 0, "bytes_in": 0 } })
         );
     }
 

@@ -102,6 +102,8 @@ struct Shared {
     /// Calls whose caller gave up (timeout, cancellation) while their worker
     /// was still blocked in a file operation.
     stuck: Arc<AtomicUsize>,
+    /// Connections tools hold open right now.
+    connections: Arc<AtomicUsize>,
 }
 
 /// How many components are described at once while loading: one per core.
@@ -183,6 +185,7 @@ impl RuntimeBuilder {
                 loading_slots: Arc::new(Semaphore::new(loading_slots())),
                 max_concurrent_calls: slots,
                 stuck: Arc::default(),
+                connections: Arc::default(),
             }),
         })
     }
@@ -226,6 +229,18 @@ impl Runtime {
 
     pub(crate) fn stuck_counter(&self) -> &Arc<AtomicUsize> {
         &self.shared.stuck
+    }
+
+    /// How many network connections tools hold open right now, across every
+    /// registry on this runtime. A call's connections close when it ends,
+    /// however it ends (returned, timed out, cancelled), so between calls
+    /// this is 0.
+    pub fn open_connections(&self) -> usize {
+        self.shared.connections.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn connection_counter(&self) -> &Arc<AtomicUsize> {
+        &self.shared.connections
     }
 
     /// Waits for a free slot until `deadline`.

@@ -6,7 +6,9 @@
 //! than any model context holds. Each limit below ends such a call, and only
 //! that call, with its own [`ErrorKind`](crate::ErrorKind); the host and the
 //! other calls keep running. The defaults are chosen so that every one of
-//! these misbehaviours is stopped without any configuration.
+//! these misbehaviours is stopped without any configuration. The network
+//! budgets bound what a granted tool may send, receive and hold open, so a
+//! grant to one API is not a pipe of unbounded size or duration.
 
 use std::time::Duration;
 
@@ -44,6 +46,30 @@ pub struct Limits {
     /// The most bytes of native stack WebAssembly may use; deeper recursion
     /// traps ([`ErrorKind::Trap`](crate::ErrorKind::Trap)). Default: 1 MiB.
     pub stack_bytes: usize,
+    /// The most HTTP requests a call may send (refused ones do not count).
+    /// Default: 50. Breach: that request fails with `HTTP-request-denied`,
+    /// and [`NetUsage::limit`](crate::NetUsage::limit) says so.
+    pub net_requests: u32,
+    /// The most request-body bytes a call may send, over all its requests.
+    /// Default: 16 MiB. Breach: that request fails with
+    /// `HTTP-request-body-size`.
+    pub net_bytes_out: u64,
+    /// The most response-body bytes a call may receive, over all its
+    /// requests, counted as they stream in. Default: 64 MiB. Breach: that
+    /// response's body fails with `HTTP-response-body-size`.
+    pub net_bytes_in: u64,
+    /// The most connections a call may hold open at once. Default: 4.
+    /// Breach: that request fails with `connection-limit-reached`.
+    pub net_connections: u32,
+    /// How long a request may wait for its connection and then for the
+    /// response head; a tool may ask for less, never more, and never past
+    /// the call's timeout. Default: 10 s. Breach: `connection-timeout` or
+    /// `HTTP-response-timeout`.
+    pub net_first_byte_timeout: Duration,
+    /// How long a response body may stall between two chunks; never past
+    /// the call's timeout. Default: 10 s. Breach: that body fails with
+    /// `connection-read-timeout`.
+    pub net_between_bytes_timeout: Duration,
 }
 
 impl Limits {
@@ -60,6 +86,12 @@ impl Default for Limits {
             output_bytes: 1 << 20,
             log_bytes: 64 << 10,
             stack_bytes: 1 << 20,
+            net_requests: 50,
+            net_bytes_out: 16 << 20,
+            net_bytes_in: 64 << 20,
+            net_connections: 4,
+            net_first_byte_timeout: Duration::from_secs(10),
+            net_between_bytes_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -80,6 +112,18 @@ pub struct LimitOverrides {
     pub log_bytes: Option<usize>,
     /// Overrides [`Limits::stack_bytes`].
     pub stack_bytes: Option<usize>,
+    /// Overrides [`Limits::net_requests`].
+    pub net_requests: Option<u32>,
+    /// Overrides [`Limits::net_bytes_out`].
+    pub net_bytes_out: Option<u64>,
+    /// Overrides [`Limits::net_bytes_in`].
+    pub net_bytes_in: Option<u64>,
+    /// Overrides [`Limits::net_connections`].
+    pub net_connections: Option<u32>,
+    /// Overrides [`Limits::net_first_byte_timeout`].
+    pub net_first_byte_timeout: Option<Duration>,
+    /// Overrides [`Limits::net_between_bytes_timeout`].
+    pub net_between_bytes_timeout: Option<Duration>,
 }
 
 impl LimitOverrides {
@@ -92,6 +136,16 @@ impl LimitOverrides {
             output_bytes: self.output_bytes.unwrap_or(base.output_bytes),
             log_bytes: self.log_bytes.unwrap_or(base.log_bytes),
             stack_bytes: self.stack_bytes.unwrap_or(base.stack_bytes),
+            net_requests: self.net_requests.unwrap_or(base.net_requests),
+            net_bytes_out: self.net_bytes_out.unwrap_or(base.net_bytes_out),
+            net_bytes_in: self.net_bytes_in.unwrap_or(base.net_bytes_in),
+            net_connections: self.net_connections.unwrap_or(base.net_connections),
+            net_first_byte_timeout: self
+                .net_first_byte_timeout
+                .unwrap_or(base.net_first_byte_timeout),
+            net_between_bytes_timeout: self
+                .net_between_bytes_timeout
+                .unwrap_or(base.net_between_bytes_timeout),
         }
     }
 
@@ -104,6 +158,14 @@ impl LimitOverrides {
             output_bytes: later.output_bytes.or(self.output_bytes),
             log_bytes: later.log_bytes.or(self.log_bytes),
             stack_bytes: later.stack_bytes.or(self.stack_bytes),
+            net_requests: later.net_requests.or(self.net_requests),
+            net_bytes_out: later.net_bytes_out.or(self.net_bytes_out),
+            net_bytes_in: later.net_bytes_in.or(self.net_bytes_in),
+            net_connections: later.net_connections.or(self.net_connections),
+            net_first_byte_timeout: later.net_first_byte_timeout.or(self.net_first_byte_timeout),
+            net_between_bytes_timeout: later
+                .net_between_bytes_timeout
+                .or(self.net_between_bytes_timeout),
         }
     }
 }

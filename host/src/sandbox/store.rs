@@ -35,7 +35,7 @@ use super::bindings::{Level, ToolsetPre, WitDescriptor, WitOutcome, toolcage};
 use super::engine::Runtime;
 use super::limits::Limits;
 use super::mount::{HeldDir, Mount};
-use super::net::Egress;
+use super::net::{Egress, Meter, NetPolicy, NetUsage};
 use super::outcome::{CancelToken, GuestEvent, LogLevel, Logs};
 use crate::{Error, ErrorKind};
 
@@ -90,6 +90,8 @@ pub(crate) struct Ran {
     pub logs: Logs,
     /// Whether the memory limiter refused a growth during the run.
     pub memory_refused: bool,
+    /// What the run used of the network.
+    pub net: NetUsage,
 }
 
 /// Where the guest's `log` and `progress` go, and what they are tagged with.
@@ -290,6 +292,8 @@ impl ResourceLimiter for MemoryLimiter {
 pub(crate) struct Grants {
     pub limits: Limits,
     pub mounts: Vec<Mount>,
+    /// What the component may reach on the network; `None`: nothing.
+    pub network: Option<Arc<NetPolicy>>,
 }
 
 /// The size of a pool slot: what the limits allow one instance. Components
@@ -376,6 +380,10 @@ pub(crate) struct Sandbox {
 /// but lets a stuck call's slot go when its caller gives up.
 const MAX_STUCK_WORKERS: usize = 4;
 
+/// How long a call's end waits for its network connections to close (they
+/// close as soon as the runtime polls their aborted tasks).
+const CONNECTIONS_GRACE: Duration = Duration::from_millis(100);
+
 /// How long a caller that gave up waits for its worker's own, more detailed
 /// report (fuel used, logs) before answering without it.
 const WORKER_GRACE: Duration = Duration::from_millis(20);
@@ -410,6 +418,8 @@ pub(crate) async fn run(
         // calls, so a tight loop shows the fuel of its last call.
         fuel_left: Arc::new(AtomicU64::new(fuel_budget)),
         memory_refused: Arc::default(),
+        meter: Arc::default(),
+        deadline,
     };
     let loading = matches!(invocation, Invocation::Describe);
     let result = match admit(sandbox, deadline, cancel, loading).await {
@@ -434,6 +444,9 @@ pub(crate) async fn run(
             }
         }
     };
+    // Nothing of the call outlives it: its connections are closed before
+    // its outcome is reported.
+    run.meter.closed(CONNECTIONS_GRACE).await;
     Ran {
         result,
         fuel_used: fuel_budget - run.fuel_left.load(Ordering::Relaxed),
@@ -444,6 +457,7 @@ pub(crate) async fn run(
             truncated: run.stdout.truncated() || run.stderr.truncated(),
         },
         memory_refused: run.memory_refused.load(Ordering::Relaxed),
+        net: run.meter.usage(),
     }
 }
 
@@ -454,6 +468,8 @@ struct Run {
     stderr: CappedPipe,
     fuel_left: Arc<AtomicU64>,
     memory_refused: Arc<AtomicBool>,
+    meter: Arc<Meter>,
+    deadline: Instant,
 }
 
 /// Waits for a free slot, within the call's own deadline.
@@ -660,7 +676,13 @@ fn new_store(
     let state = CallState {
         wasi,
         http: WasiHttpCtx::new(),
-        egress: Egress::new(notes),
+        egress: Egress::new(
+            sandbox.grants.network.clone(),
+            limits,
+            run.deadline.into(),
+            run.meter.clone(),
+            notes,
+        ),
         table,
         limiter: MemoryLimiter::new(limits.memory_bytes),
         observer,

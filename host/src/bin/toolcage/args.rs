@@ -31,6 +31,38 @@ pub struct GlobalArgs {
     /// repeatable.
     #[arg(long = "mount", value_name = "HOST:GUEST[:ro|rw]", global = true)]
     pub mounts: Vec<String>,
+    /// Let every tool reach what PATTERN matches: scheme://host[:port][/path],
+    /// such as `https://api.github.com` or `https://*.example.com:8443/v1`;
+    /// repeatable. Default: no network at all.
+    #[arg(long = "allow-net", value_name = "PATTERN", global = true)]
+    pub allow_net: Vec<String>,
+    /// Let granted names resolve into this private range (CIDR, such as
+    /// 10.0.0.0/8); repeatable. Default: none.
+    #[arg(long = "allow-private", value_name = "CIDR", global = true)]
+    pub allow_private: Vec<String>,
+    /// Trust the CA certificates in FILE (PEM) for tools' HTTPS requests,
+    /// besides the web PKI roots.
+    #[arg(long = "ca-file", value_name = "FILE", global = true)]
+    pub ca_file: Option<PathBuf>,
+    /// HTTP requests a call may send. Default: 50.
+    #[arg(long, value_name = "N", global = true)]
+    pub net_requests: Option<u32>,
+    /// Request bytes a call may send, in KiB. Default: 16384.
+    #[arg(long, value_name = "N", global = true)]
+    pub net_out_kib: Option<u64>,
+    /// Response bytes a call may receive, in KiB. Default: 65536.
+    #[arg(long, value_name = "N", global = true)]
+    pub net_in_kib: Option<u64>,
+    /// Connections a call may hold open at once. Default: 4.
+    #[arg(long, value_name = "N", global = true)]
+    pub net_connections: Option<u32>,
+    /// Time to connect, then to the response head, in milliseconds.
+    /// Default: 10000.
+    #[arg(long, value_name = "N", global = true)]
+    pub net_first_byte_ms: Option<u64>,
+    /// Longest stall of a response body, in milliseconds. Default: 10000.
+    #[arg(long, value_name = "N", global = true)]
+    pub net_between_bytes_ms: Option<u64>,
     /// Wall-clock limit per call, in milliseconds. Default: 30000.
     #[arg(long, value_name = "N", global = true)]
     pub timeout_ms: Option<u64>,

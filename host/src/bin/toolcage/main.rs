@@ -16,8 +16,8 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use serde_json::Value;
 use toolcage::{
-    CONFIG_FILE_NAME, Config, FileReport, LimitOverrides, LiveRegistry, Mount, Registry, Runtime,
-    WatchOptions,
+    CONFIG_FILE_NAME, Cidr, Config, FileReport, Grant, LimitOverrides, LiveRegistry, Mount,
+    Registry, Runtime, WatchOptions,
 };
 
 use args::{Cli, Command, GlobalArgs};
@@ -190,6 +190,9 @@ struct Settings {
     config: Config,
     limits: LimitOverrides,
     mounts: Vec<Mount>,
+    allow_net: Vec<Grant>,
+    allow_private: Vec<Cidr>,
+    ca_file: Option<PathBuf>,
     tools: Vec<PathBuf>,
     bundled: bool,
 }
@@ -243,14 +246,52 @@ impl Settings {
                 10,
                 "--output-kib",
             )?,
+            net_requests: positive(global.net_requests.map(u64::from), "--net-requests")?
+                .map(|n| n as u32),
+            net_bytes_out: bytes(
+                positive(global.net_out_kib, "--net-out-kib")?,
+                10,
+                "--net-out-kib",
+            )?
+            .map(|b| b as u64),
+            net_bytes_in: bytes(
+                positive(global.net_in_kib, "--net-in-kib")?,
+                10,
+                "--net-in-kib",
+            )?
+            .map(|b| b as u64),
+            net_connections: positive(global.net_connections.map(u64::from), "--net-connections")?
+                .map(|n| n as u32),
+            net_first_byte_timeout: positive(global.net_first_byte_ms, "--net-first-byte-ms")?
+                .map(Duration::from_millis),
+            net_between_bytes_timeout: positive(
+                global.net_between_bytes_ms,
+                "--net-between-bytes-ms",
+            )?
+            .map(Duration::from_millis),
             ..LimitOverrides::default()
         };
+        let allow_net = global
+            .allow_net
+            .iter()
+            .map(|pattern| Grant::parse(pattern))
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!("--allow-net: {e}"))?;
+        let allow_private = global
+            .allow_private
+            .iter()
+            .map(|text| text.parse::<Cidr>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!("--allow-private: {e}"))?;
         let bundled = config.bundled && !global.no_bundled;
         let tools = config.tools.iter().chain(&global.tools).cloned().collect();
         Ok(Settings {
             config,
             limits,
             mounts,
+            allow_net,
+            allow_private,
+            ca_file: global.ca_file.clone(),
             tools,
             bundled,
         })
@@ -260,6 +301,15 @@ impl Settings {
         let mut builder = self.config.registry_builder(&self.limits);
         for mount in &self.mounts {
             builder = builder.mount(mount.clone());
+        }
+        for grant in &self.allow_net {
+            builder = builder.allow_net(grant.clone());
+        }
+        for range in &self.allow_private {
+            builder = builder.allow_private(*range);
+        }
+        if let Some(ca_file) = &self.ca_file {
+            builder = builder.ca_file(ca_file.clone());
         }
         builder
     }
@@ -307,10 +357,15 @@ impl Settings {
 
     /// Says which components the config has settings for but none loaded.
     fn note_unknown_components(&self, registry: &Registry) {
-        for name in self.config.components.keys() {
+        for (name, component) in &self.config.components {
             if !registry.tools().any(|tool| &tool.component == name) {
+                let what = if component.network.allow.is_empty() {
+                    "settings"
+                } else {
+                    "network grants"
+                };
                 eprintln!(
-                    "toolcage: the config has settings for component `{name}`, but no loaded component has that name"
+                    "toolcage: the config has {what} for component `{name}`, but no loaded component has that name"
                 );
             }
         }

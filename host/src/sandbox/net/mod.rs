@@ -1,0 +1,472 @@
+//! Egress: what a tool may reach on the network, and how its requests leave.
+//!
+//! Threat model: a tool is hostile and may try to reach anything its host
+//! can: the cloud metadata address, an internal API, a database on
+//! loopback, or a server of its own to send what it read to; and it writes
+//! every byte of the URL it asks for. So:
+//! - every component is linked with `wasi:http` (a tool built with `fetch()`
+//!   loads), but wasmtime-wasi-http's own sender is compiled out: no request
+//!   leaves except through [`Egress`];
+//! - nothing is reachable until the operator grants it ([`Grant`]); the
+//!   grants come from the operator only, never from a tool or a model;
+//! - a destination is parsed once, strictly ([`grant`]), and matched before
+//!   anything is resolved;
+//! - loopback, private, link-local and other special addresses are refused
+//!   in every encoding ([`address`]) unless the operator names them;
+//! - a name is resolved once, every address checked, and the connection
+//!   made to a checked address ([`send`]), so DNS rebinding gains nothing;
+//! - each call has budgets: requests, bytes each way, open connections,
+//!   time to first byte and between bytes ([`Limits`](crate::Limits)), and
+//!   its result carries what it used ([`NetUsage`]);
+//! - each refusal is noted in the call's logs with the destination and the
+//!   missing grant (at most [`MAX_REFUSALS_NOTED`] lines a call).
+//!
+//! TCP, UDP and name lookup from the tool itself stay refused by the WASI
+//! context (`access-denied`).
+
+mod address;
+pub(crate) mod grant;
+mod resolve;
+mod send;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+pub use grant::{Cidr, Grant, GrantError};
+pub use resolve::{Lookup, Resolve, SystemResolver};
+
+use grant::{Destination, Host, Scheme};
+
+use super::limits::Limits;
+use super::store::truncate;
+
+/// The most refusals a call's logs note; later ones are counted in one last
+/// line.
+pub(crate) const MAX_REFUSALS_NOTED: usize = 100;
+
+/// The longest destination a refusal names, in bytes.
+const MAX_DESTINATION_NOTED: usize = 512;
+
+/// How many of a component's grants a refusal lists.
+const MAX_GRANTS_NOTED: usize = 5;
+
+/// Where a call's refusals are noted: its logs (stderr, the events its
+/// caller receives). The tracing log is written here.
+pub(crate) type Notes = Arc<dyn Fn(String) + Send + Sync>;
+
+/// What a call used of the network, on [`CallResult::net`](crate::CallResult::net).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct NetUsage {
+    /// Requests sent (granted, and within the budget).
+    pub requests: u64,
+    /// Requests refused: no grant, a special address, a budget spent.
+    pub denied: u64,
+    /// Request body bytes sent.
+    pub bytes_out: u64,
+    /// Response body bytes received.
+    pub bytes_in: u64,
+    /// The first network budget the call breached, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<NetLimit>,
+}
+
+/// A per-call network budget ([`Limits`](crate::Limits)`::net_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetLimit {
+    /// [`Limits::net_requests`](crate::Limits::net_requests).
+    Requests,
+    /// [`Limits::net_bytes_out`](crate::Limits::net_bytes_out).
+    BytesOut,
+    /// [`Limits::net_bytes_in`](crate::Limits::net_bytes_in).
+    BytesIn,
+    /// [`Limits::net_connections`](crate::Limits::net_connections).
+    Connections,
+    /// [`Limits::net_first_byte_timeout`](crate::Limits::net_first_byte_timeout).
+    FirstByte,
+    /// [`Limits::net_between_bytes_timeout`](crate::Limits::net_between_bytes_timeout).
+    BetweenBytes,
+}
+
+impl NetLimit {
+    const ALL: [NetLimit; 6] = [
+        NetLimit::Requests,
+        NetLimit::BytesOut,
+        NetLimit::BytesIn,
+        NetLimit::Connections,
+        NetLimit::FirstByte,
+        NetLimit::BetweenBytes,
+    ];
+}
+
+/// A call's network budgets, from its [`Limits`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Budget {
+    pub requests: u32,
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+    pub connections: u32,
+    pub first_byte: Duration,
+    pub between_bytes: Duration,
+}
+
+impl Budget {
+    pub(crate) fn of(limits: &Limits) -> Self {
+        Budget {
+            requests: limits.net_requests,
+            bytes_out: limits.net_bytes_out,
+            bytes_in: limits.net_bytes_in,
+            connections: limits.net_connections,
+            first_byte: limits.net_first_byte_timeout,
+            between_bytes: limits.net_between_bytes_timeout,
+        }
+    }
+}
+
+/// What a call has used so far, shared by its hooks and the bodies and
+/// connections they spawn.
+#[derive(Default)]
+pub(crate) struct Meter {
+    requests: AtomicU64,
+    denied: AtomicU64,
+    bytes_out: AtomicU64,
+    bytes_in: AtomicU64,
+    open: AtomicUsize,
+    /// 1 + the index in [`NetLimit::ALL`] of the first breach; 0 for none.
+    limit: AtomicU8,
+    refusals_noted: AtomicUsize,
+    /// Notified when the last open connection closes.
+    closed: tokio::sync::Notify,
+}
+
+impl Meter {
+    fn breach(&self, limit: NetLimit) {
+        let index = NetLimit::ALL.iter().position(|l| *l == limit).unwrap_or(0) as u8;
+        let _ = self
+            .limit
+            .compare_exchange(0, index + 1, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Waits, at most `grace`, for the call's connections to close. A call's
+    /// connections live in tasks its store owns; dropping the store aborts
+    /// them, and an abort takes effect when the runtime next polls them.
+    pub(crate) async fn closed(&self, grace: Duration) {
+        let wait = async {
+            loop {
+                let closed = self.closed.notified();
+                if self.open.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                closed.await;
+            }
+        };
+        if tokio::time::timeout(grace, wait).await.is_err() {
+            tracing::warn!(
+                target: "toolcage::net",
+                open = self.open.load(Ordering::Acquire),
+                "a call's connections were still open {} ms after it ended",
+                grace.as_millis()
+            );
+        }
+    }
+
+    /// The figures so far.
+    pub(crate) fn usage(&self) -> NetUsage {
+        NetUsage {
+            requests: self.requests.load(Ordering::Acquire),
+            denied: self.denied.load(Ordering::Acquire),
+            bytes_out: self.bytes_out.load(Ordering::Acquire),
+            bytes_in: self.bytes_in.load(Ordering::Acquire),
+            limit: match self.limit.load(Ordering::Acquire) {
+                0 => None,
+                n => NetLimit::ALL.get(usize::from(n) - 1).copied(),
+            },
+        }
+    }
+}
+
+/// What a component may reach: its grants, and the ranges its granted names
+/// may resolve into; with what every component shares.
+pub(crate) struct NetPolicy {
+    pub grants: Vec<Grant>,
+    pub allow_private: Vec<Cidr>,
+    pub shared: Arc<NetShared>,
+}
+
+impl std::fmt::Debug for NetPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetPolicy")
+            .field("grants", &self.grants)
+            .field("allow_private", &self.allow_private)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What every component's requests share: the resolver, the TLS settings,
+/// and the count of connections open across the runtime.
+pub(crate) struct NetShared {
+    pub resolver: Arc<dyn Resolve>,
+    pub tls: Arc<rustls::ClientConfig>,
+    pub open_connections: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for NetShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetShared").finish_non_exhaustive()
+    }
+}
+
+impl NetShared {
+    /// The resolver, and TLS trusting the web PKI roots plus the
+    /// certificates in `ca_files` (PEM).
+    pub(crate) fn new(
+        resolver: Arc<dyn Resolve>,
+        ca_files: &[PathBuf],
+        open_connections: Arc<AtomicUsize>,
+    ) -> Result<NetShared, crate::Error> {
+        let mut roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        for path in ca_files {
+            for certificate in read_certificates(path)? {
+                roots.add(certificate).map_err(|e| crate::Error::CaFile {
+                    path: path.clone(),
+                    reason: format!("a certificate in it was refused: {e}"),
+                })?;
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| crate::Error::CaFile {
+                path: PathBuf::new(),
+                reason: e.to_string(),
+            })?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(NetShared {
+            resolver,
+            tls: Arc::new(tls),
+            open_connections,
+        })
+    }
+}
+
+fn read_certificates(
+    path: &Path,
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, crate::Error> {
+    use rustls::pki_types::pem::PemObject;
+    let fail = |reason: String| crate::Error::CaFile {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let pem = std::fs::read(path).map_err(|e: io::Error| fail(e.to_string()))?;
+    let certificates = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| fail(format!("not PEM certificates: {e}")))?;
+    if certificates.is_empty() {
+        return Err(fail("it holds no PEM certificate".into()));
+    }
+    Ok(certificates)
+}
+
+/// A call's network hooks: each request checked against the component's
+/// policy and budgets, then sent by toolcage's sender, or refused and
+/// noted.
+pub(crate) struct Egress {
+    policy: Option<Arc<NetPolicy>>,
+    budget: Budget,
+    deadline: Instant,
+    meter: Arc<Meter>,
+    notes: Notes,
+}
+
+impl Egress {
+    pub(crate) fn new(
+        policy: Option<Arc<NetPolicy>>,
+        limits: &Limits,
+        deadline: Instant,
+        meter: Arc<Meter>,
+        notes: Notes,
+    ) -> Self {
+        Egress {
+            policy,
+            budget: Budget::of(limits),
+            deadline,
+            meter,
+            notes,
+        }
+        .bounded_notes()
+    }
+
+    /// Caps the notes at [`MAX_REFUSALS_NOTED`] lines a call, and sends them
+    /// to the tracing log too.
+    fn bounded_notes(mut self) -> Self {
+        let (inner, meter) = (self.notes.clone(), self.meter.clone());
+        self.notes = Arc::new(move |line: String| {
+            let line = truncate(line, MAX_DESTINATION_NOTED + 200);
+            tracing::warn!(target: "toolcage::net", "{}", line.escape_debug());
+            let noted = meter.refusals_noted.fetch_add(1, Ordering::AcqRel) + 1;
+            if noted <= MAX_REFUSALS_NOTED {
+                inner(line);
+            } else if noted == MAX_REFUSALS_NOTED + 1 {
+                inner(format!(
+                    "toolcage: more than {MAX_REFUSALS_NOTED} network refusals in this call; the rest are not noted"
+                ));
+            }
+        });
+        self
+    }
+
+    /// Counts and notes a refusal before anything was sent.
+    fn refuse(&self, what: &str, why: &str, code: Error) -> Sent {
+        self.meter.denied.fetch_add(1, Ordering::AcqRel);
+        let what = truncate(what.to_string(), MAX_DESTINATION_NOTED);
+        (self.notes)(format!("toolcage: {what} refused: {why}"));
+        Box::new(async move { Err(code) })
+    }
+
+    /// Why no grant lets `destination` through, naming what is granted.
+    fn missing_grant(&self, destination: &Destination, method: &str) -> String {
+        let grants = self
+            .policy
+            .as_ref()
+            .map(|p| p.grants.as_slice())
+            .unwrap_or_default();
+        if grants.is_empty() {
+            return "the operator granted this tool no network access".into();
+        }
+        let mut listed: Vec<String> = grants
+            .iter()
+            .take(MAX_GRANTS_NOTED)
+            .map(ToString::to_string)
+            .collect();
+        if grants.len() > MAX_GRANTS_NOTED {
+            listed.push(format!("and {} more", grants.len() - MAX_GRANTS_NOTED));
+        }
+        format!(
+            "no network grant allows {method} {destination}{}; this tool's grants: {}",
+            destination.path.as_deref().unwrap_or_default(),
+            listed.join(", ")
+        )
+    }
+
+    fn timeout(&self, guest: Option<Duration>, ours: Duration) -> Duration {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        guest.unwrap_or(ours).min(ours).min(left)
+    }
+}
+
+/// A future of wasmtime-wasi-http's: a request's or a response's end.
+type Done = Box<dyn Future<Output = Result<(), Error>> + Send>;
+
+/// What [`WasiHttpHooks::send_request`] returns: the response, and the
+/// future of its connection.
+type Sent = Box<dyn Future<Output = Result<(http::Response<WasiBody>, Done), Error>> + Send>;
+
+impl WasiHttpHooks for Egress {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _response_done: Done,
+    ) -> Sent {
+        let method = request.method().as_str().to_string();
+        let uri = request.uri();
+        let what = format!("{method} {uri}");
+        let scheme = match uri.scheme_str() {
+            Some("http") => Scheme::Http,
+            Some("https") => Scheme::Https,
+            _ => {
+                return self.refuse(
+                    &what,
+                    "only http and https are supported",
+                    Error::HttpProtocolError,
+                );
+            }
+        };
+        let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
+        let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+        let destination = match Destination::http(scheme, authority, path) {
+            Ok(destination) => destination,
+            Err(why) => return self.refuse(&what, &why, Error::HttpRequestUriInvalid),
+        };
+        let Some(policy) = self.policy.clone() else {
+            let why = self.missing_grant(&destination, &method);
+            return self.refuse(&what, &why, Error::HttpRequestDenied);
+        };
+        let matching: Vec<&Grant> = policy
+            .grants
+            .iter()
+            .filter(|g| g.allows(&destination, Some(&method)))
+            .collect();
+        if matching.is_empty() {
+            let why = self.missing_grant(&destination, &method);
+            return self.refuse(&what, &why, Error::HttpRequestDenied);
+        }
+        let named_exactly = matching.iter().any(|g| g.names_exactly(&destination.host));
+        if let Host::Ip(ip) = destination.host
+            && !named_exactly
+            && !address::allowed(ip, &policy.allow_private)
+        {
+            let why = format!(
+                "{ip} is {}; only a grant naming {ip} exactly, or allow_private, lets it through",
+                address::special(ip).unwrap_or("special")
+            );
+            return self.refuse(&what, &why, Error::DestinationIpProhibited);
+        }
+        let sent = self.meter.requests.fetch_add(1, Ordering::AcqRel);
+        if sent >= u64::from(self.budget.requests) {
+            self.meter.requests.fetch_sub(1, Ordering::AcqRel);
+            self.meter.breach(NetLimit::Requests);
+            let why = format!(
+                "the call has sent {} requests, its limit",
+                self.budget.requests
+            );
+            return self.refuse(&what, &why, Error::HttpRequestDenied);
+        }
+        tracing::debug!(target: "toolcage::net", "{} {destination}{path}", method);
+        let options = options.unwrap_or_default();
+        let outgoing = send::Outgoing {
+            connect_timeout: self.timeout(options.connect_timeout, self.budget.first_byte),
+            first_byte_timeout: self.timeout(options.first_byte_timeout, self.budget.first_byte),
+            between_bytes_timeout: self
+                .timeout(options.between_bytes_timeout, self.budget.between_bytes),
+            destination,
+            named_exactly,
+            policy,
+            budget: self.budget,
+            meter: self.meter.clone(),
+            notes: self.notes.clone(),
+            deadline: self.deadline,
+            what,
+        };
+        Box::new(async move {
+            let (response, io) = send::send(outgoing, request).await?;
+            Ok((response, io))
+        })
+    }
+}
+
+/// The shared network state a registry builds from the operator's settings.
+#[derive(Default, Clone)]
+pub(crate) struct NetSettings {
+    pub resolver: Option<Arc<dyn Resolve>>,
+    pub ca_files: Vec<PathBuf>,
+}
+
+impl std::fmt::Debug for NetSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetSettings")
+            .field("resolver", &self.resolver.as_ref().map(|_| "custom"))
+            .field("ca_files", &self.ca_files)
+            .finish()
+    }
+}

@@ -1,0 +1,448 @@
+//! toolcage's HTTP sender: the only way a tool's request leaves the host.
+//!
+//! Threat model: by the time a request gets here its destination is
+//! granted, but the name still has to be resolved, and the answer is the
+//! tool author's to choose. So: resolve once, check every address, connect
+//! to a checked one (never a second lookup), verify TLS against the web PKI
+//! roots (and the operator's own), speak HTTP/1.1 with the `Host` header
+//! taken from the parse, and follow no redirect and no proxy. Every byte in
+//! either direction counts against the call's budgets as it streams; the
+//! connection lives in a future the call's store owns, so it ends with the
+//! call.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
+use wasmtime_wasi_http::{Error, WasiBody};
+
+use super::grant::{Destination, Host, Scheme};
+use super::{Budget, Meter, NetLimit, NetPolicy, Notes, address};
+
+/// Where a request goes, checked against the grants, not yet resolved; and
+/// what it is sent within.
+pub(super) struct Outgoing {
+    /// The method and URL, as refusals name them.
+    pub what: String,
+    pub destination: Destination,
+    /// Whether a grant names the destination's address or `localhost`
+    /// exactly (so a special address is let through).
+    pub named_exactly: bool,
+    pub policy: Arc<NetPolicy>,
+    pub budget: Budget,
+    pub meter: Arc<Meter>,
+    pub notes: Notes,
+    pub deadline: Instant,
+    pub connect_timeout: Duration,
+    pub first_byte_timeout: Duration,
+    pub between_bytes_timeout: Duration,
+}
+
+/// What [`send`] hands back: the response, and the connection's future.
+pub(super) type Sent = (
+    http::Response<WasiBody>,
+    Box<dyn Future<Output = Result<(), Error>> + Send>,
+);
+
+/// Resolves, checks, connects and sends `request`.
+pub(super) async fn send(out: Outgoing, request: http::Request<WasiBody>) -> Result<Sent, Error> {
+    let addresses = checked_addresses(&out).await?;
+    let connections = &out.policy.shared.open_connections;
+    let open = Open::new(&out.meter, connections, out.budget.connections).ok_or_else(|| {
+        out.meter.breach(NetLimit::Connections);
+        (out.notes)(format!(
+            "toolcage: {} refused: the call already holds {} connections, its limit",
+            out.what, out.budget.connections
+        ));
+        Error::ConnectionLimitReached
+    })?;
+    let stream = connect(&out, &addresses).await?;
+    stream.set_nodelay(true).ok();
+    match out.destination.scheme {
+        Scheme::Https => {
+            let name = match &out.destination.host {
+                Host::Name(name) => rustls::pki_types::ServerName::try_from(name.clone())
+                    .map_err(|_| Error::HttpRequestUriInvalid)?,
+                Host::Ip(ip) => rustls::pki_types::ServerName::IpAddress((*ip).into()),
+            };
+            let connector = tokio_rustls::TlsConnector::from(out.policy.shared.tls.clone());
+            let remaining = out.connect_timeout;
+            let tls = tokio::time::timeout(remaining, connector.connect(name, stream))
+                .await
+                .map_err(|_| Error::ConnectionTimeout)?
+                .map_err(|e| tls_error(&out, e))?;
+            exchange(out, request, tls, open).await
+        }
+        _ => exchange(out, request, stream, open).await,
+    }
+}
+
+/// The addresses the destination may be reached at, every one checked.
+async fn checked_addresses(out: &Outgoing) -> Result<Vec<IpAddr>, Error> {
+    let allow_private = &out.policy.allow_private;
+    let name = match &out.destination.host {
+        Host::Ip(ip) => return Ok(vec![*ip]),
+        Host::Name(name) if name == "localhost" && out.named_exactly => {
+            return Ok(vec![
+                IpAddr::V4(Ipv4Addr::LOCALHOST),
+                IpAddr::V6(Ipv6Addr::LOCALHOST),
+            ]);
+        }
+        Host::Name(name) if name == "localhost" || name.ends_with(".localhost") => {
+            return Err(out.prohibited(&format!(
+                "{name} is loopback; only a grant naming localhost itself reaches it"
+            )));
+        }
+        Host::Name(name) => name,
+    };
+    let lookup = out.policy.shared.resolver.resolve(name);
+    let answer = match tokio::time::timeout(out.connect_timeout, lookup).await {
+        Err(_) => {
+            (out.notes)(format!(
+                "toolcage: {} failed: looking up {name} took longer than {} ms",
+                out.what,
+                out.connect_timeout.as_millis()
+            ));
+            return Err(Error::DnsTimeout);
+        }
+        Ok(Err(error)) => {
+            (out.notes)(format!(
+                "toolcage: {} failed: looking up {name}: {error}",
+                out.what
+            ));
+            return Err(Error::DnsError {
+                rcode: Some(if error.kind() == io::ErrorKind::NotFound {
+                    "NXDOMAIN".into()
+                } else {
+                    error.to_string()
+                }),
+                info_code: None,
+            });
+        }
+        Ok(Ok(answer)) => answer,
+    };
+    // A mixed answer (public and special addresses) is refused as a whole:
+    // it is what a rebinding attack looks like, and trying only the public
+    // half would hide a misconfigured internal name.
+    if let Some(bad) = answer
+        .iter()
+        .find(|ip| !address::allowed(**ip, allow_private))
+    {
+        let why = address::special(*bad).unwrap_or("special");
+        return Err(out.prohibited(&format!(
+            "{name} resolves to {bad}, which is {why}; let names resolve into that range with allow_private"
+        )));
+    }
+    if answer.is_empty() {
+        return Err(Error::DnsError {
+            rcode: Some("no addresses".into()),
+            info_code: None,
+        });
+    }
+    Ok(answer)
+}
+
+/// Connects to the first of `addresses` that answers, within the connect
+/// timeout.
+async fn connect(out: &Outgoing, addresses: &[IpAddr]) -> Result<TcpStream, Error> {
+    let attempt = async {
+        let mut last = None;
+        for ip in addresses {
+            match TcpStream::connect(SocketAddr::new(*ip, out.destination.port)).await {
+                Ok(stream) => return Ok(stream),
+                Err(error) => last = Some(error),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::ErrorKind::NotFound.into()))
+    };
+    match tokio::time::timeout(out.connect_timeout, attempt).await {
+        Err(_) => Err(Error::ConnectionTimeout),
+        Ok(Ok(stream)) => Ok(stream),
+        Ok(Err(error)) => {
+            tracing::debug!(target: "toolcage::net", destination = %out.destination, "connect failed: {error}");
+            Err(match error.kind() {
+                io::ErrorKind::ConnectionRefused => Error::ConnectionRefused,
+                io::ErrorKind::TimedOut => Error::ConnectionTimeout,
+                _ => Error::DestinationUnavailable,
+            })
+        }
+    }
+}
+
+fn tls_error(out: &Outgoing, error: io::Error) -> Error {
+    (out.notes)(format!("toolcage: {} failed: TLS: {error}", out.what));
+    match error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        Some(rustls::Error::InvalidCertificate(_)) => Error::TlsCertificateError,
+        Some(rustls::Error::AlertReceived(alert)) => Error::TlsAlertReceived {
+            alert_id: Some(u8::from(*alert)),
+            alert_message: Some(format!("{alert:?}")),
+        },
+        _ => Error::TlsProtocolError,
+    }
+}
+
+/// Sends the request over `stream` and waits for the response head.
+async fn exchange<S>(
+    out: Outgoing,
+    request: http::Request<WasiBody>,
+    stream: S,
+    open: Open,
+) -> Result<Sent, Error>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
+        .handshake(TokioIo::new(stream))
+        .await
+        .map_err(Error::Hyper)?;
+    let Outgoing {
+        destination,
+        meter,
+        budget,
+        deadline,
+        first_byte_timeout,
+        between_bytes_timeout,
+        ..
+    } = out;
+    let (mut parts, body) = request.into_parts();
+    parts.uri = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/")
+        .parse()
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
+    parts.version = http::Version::HTTP_11;
+    parts.headers.remove(http::header::HOST);
+    parts.headers.insert(
+        http::header::HOST,
+        http::HeaderValue::from_str(&destination.host_header())
+            .map_err(|_| Error::HttpRequestUriInvalid)?,
+    );
+    let body = Metered {
+        inner: body,
+        meter: meter.clone(),
+        direction: Direction::Out,
+        budget,
+        stall: None,
+    };
+    let request = http::Request::from_parts(parts, body);
+    // The connection's future drives the request while the response head is
+    // awaited; should it end first, it is not polled again.
+    let mut connection = Some(Box::pin(connection));
+    let response = {
+        let first_byte =
+            tokio::time::sleep_until(deadline.min(Instant::now() + first_byte_timeout));
+        let mut response = std::pin::pin!(sender.send_request(request));
+        let mut first_byte = std::pin::pin!(first_byte);
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(result) = response.as_mut().poll(cx) {
+                return Poll::Ready(result.map_err(hyper_error));
+            }
+            if first_byte.as_mut().poll(cx).is_ready() {
+                meter.breach(NetLimit::FirstByte);
+                return Poll::Ready(Err(Error::HttpResponseTimeout));
+            }
+            if let Some(driving) = &mut connection
+                && let Poll::Ready(result) = driving.as_mut().poll(cx)
+            {
+                connection = None;
+                result.map_err(hyper_error)?;
+                return response.as_mut().poll(cx).map_err(hyper_error);
+            }
+            Poll::Pending
+        })
+        .await?
+    };
+    tracing::debug!(target: "toolcage::net", %destination, status = response.status().as_u16(), "response");
+    let response = response.map(|incoming| {
+        Metered {
+            inner: incoming.map_err(Error::Hyper),
+            meter: meter.clone(),
+            direction: Direction::In,
+            budget,
+            stall: Some(Stall::new(between_bytes_timeout, deadline)),
+        }
+        .boxed_unsync()
+    });
+    let io = async move {
+        let _open = open;
+        match connection {
+            Some(connection) => connection.await.map_err(Error::Hyper),
+            None => Ok(()),
+        }
+    };
+    Ok((response, Box::new(io)))
+}
+
+fn hyper_error(error: hyper::Error) -> Error {
+    // A request body that breached its budget fails the request with its
+    // own code, not as a protocol error.
+    match std::error::Error::source(&error).and_then(|source| source.downcast_ref::<Error>()) {
+        Some(Error::HttpRequestBodySize(size)) => Error::HttpRequestBodySize(*size),
+        _ => Error::Hyper(error),
+    }
+}
+
+/// One open connection: counted for the call's limit and the runtime's
+/// figure until dropped.
+struct Open {
+    meter: Arc<Meter>,
+    runtime: Arc<AtomicUsize>,
+}
+
+impl Open {
+    fn new(meter: &Arc<Meter>, runtime: &Arc<AtomicUsize>, limit: u32) -> Option<Open> {
+        meter
+            .open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+                (open < limit as usize).then_some(open + 1)
+            })
+            .ok()?;
+        runtime.fetch_add(1, Ordering::AcqRel);
+        Some(Open {
+            meter: meter.clone(),
+            runtime: runtime.clone(),
+        })
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.runtime.fetch_sub(1, Ordering::AcqRel);
+        if self.meter.open.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.meter.closed.notify_waiters();
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Out,
+    In,
+}
+
+/// A body whose bytes are counted against the call's budget as they pass,
+/// and (for responses) that may not stall longer than the between-bytes
+/// timeout.
+struct Metered<B> {
+    inner: B,
+    meter: Arc<Meter>,
+    direction: Direction,
+    budget: Budget,
+    stall: Option<Stall>,
+}
+
+/// The between-bytes timer, never past the call's deadline.
+struct Stall {
+    sleep: Pin<Box<Sleep>>,
+    every: Duration,
+    deadline: Instant,
+}
+
+impl Stall {
+    fn new(every: Duration, deadline: Instant) -> Self {
+        Stall {
+            sleep: Box::pin(tokio::time::sleep_until(
+                deadline.min(Instant::now() + every),
+            )),
+            every,
+            deadline,
+        }
+    }
+
+    fn reset(&mut self) {
+        let next = self.deadline.min(Instant::now() + self.every);
+        self.sleep.as_mut().reset(next);
+    }
+}
+
+impl<B> Body for Metered<B>
+where
+    B: Body<Data = Bytes, Error = Error> + Unpin,
+{
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        let this = &mut *self;
+        let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Pending => {
+                if let Some(stall) = &mut this.stall {
+                    ready!(stall.sleep.as_mut().poll(cx));
+                    this.meter.breach(NetLimit::BetweenBytes);
+                    return Poll::Ready(Some(Err(Error::ConnectionReadTimeout)));
+                }
+                return Poll::Pending;
+            }
+            Poll::Ready(frame) => frame,
+        };
+        if let Some(stall) = &mut this.stall {
+            stall.reset();
+        }
+        if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
+            let Some(data) = data else {
+                return Poll::Ready(frame);
+            };
+            let length = data.len() as u64;
+            let (counter, limit, breach, code) = match this.direction {
+                Direction::Out => (
+                    &this.meter.bytes_out,
+                    this.budget.bytes_out,
+                    NetLimit::BytesOut,
+                    Error::HttpRequestBodySize(Some(this.budget.bytes_out)),
+                ),
+                Direction::In => (
+                    &this.meter.bytes_in,
+                    this.budget.bytes_in,
+                    NetLimit::BytesIn,
+                    Error::HttpResponseBodySize(Some(this.budget.bytes_in)),
+                ),
+            };
+            let before = counter.fetch_add(length, Ordering::AcqRel);
+            if before.saturating_add(length) > limit {
+                counter.fetch_sub(length, Ordering::AcqRel);
+                let allowed = limit.saturating_sub(before);
+                counter.fetch_add(allowed, Ordering::AcqRel);
+                this.meter.breach(breach);
+                return Poll::Ready(Some(Err(code)));
+            }
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Outgoing {
+    /// Counts and notes a refusal for an address reason.
+    fn prohibited(&self, why: &str) -> Error {
+        self.meter.denied.fetch_add(1, Ordering::AcqRel);
+        self.meter.requests.fetch_sub(1, Ordering::AcqRel);
+        (self.notes)(format!("toolcage: {} refused: {why}", self.what));
+        Error::DestinationIpProhibited
+    }
+}

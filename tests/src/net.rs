@@ -1,0 +1,319 @@
+//! Real HTTP and HTTPS servers on loopback for the network tests and the
+//! network benchmark: hyper on 127.0.0.x, TLS by rustls with a test CA made
+//! for the run. They record what reached them and how many connections are
+//! open, so a test can say both what a tool got and what it never sent.
+//!
+//! Routes:
+//! - `/hello`: `hello from ADDR`;
+//! - `/bytes/N`: N bytes of `x`, streamed in 64 KiB chunks;
+//! - `/redirect?to=URL`: `302` to URL;
+//! - `/stall`: a head and 5 bytes, then nothing until the client goes;
+//! - `/slow-head/MS`: waits MS milliseconds before the head;
+//! - `/upload`: reads the whole body, answers its length;
+//! - anything else: 404.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt as _;
+use http_body_util::{BodyExt, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+/// What one request looked like when it arrived.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// Method.
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    /// Every `Host` header, in order.
+    pub host: Vec<String>,
+    /// Every header, lowercase name and value.
+    pub headers: Vec<(String, String)>,
+}
+
+/// A test CA and a server certificate it signed, for `localhost`,
+/// `api.test`, `*.api.test`, 127.0.0.1 and 127.0.0.2.
+pub struct TestCa {
+    /// The CA certificate, PEM.
+    pub ca_pem: String,
+    /// The file `ca_pem` was written to (for `ca_file`).
+    pub ca_file: PathBuf,
+    server: Arc<rustls::ServerConfig>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestCa {
+    /// A new CA, its certificate in a temporary file.
+    pub fn new() -> TestCa {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair, SanType};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "toolcage test CA");
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec![
+            "localhost".to_string(),
+            "api.test".to_string(),
+            "*.api.test".to_string(),
+        ])
+        .unwrap();
+        for ip in ["127.0.0.1", "127.0.0.2"] {
+            params
+                .subject_alt_names
+                .push(SanType::IpAddress(ip.parse().unwrap()));
+        }
+        let certificate = params.signed_by(&key, &issuer).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ca_file = dir.path().join("ca.pem");
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![certificate.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .unwrap();
+        TestCa {
+            ca_pem: ca.pem(),
+            ca_file,
+            server: Arc::new(server),
+            _dir: dir,
+        }
+    }
+}
+
+impl Default for TestCa {
+    fn default() -> Self {
+        TestCa::new()
+    }
+}
+
+/// A server on a loopback address, running until dropped.
+pub struct Server {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    open: Arc<AtomicUsize>,
+    accepted: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    /// Plain HTTP on `ip` (127.0.0.x), a free port.
+    pub async fn http(ip: &str) -> Server {
+        Server::start(ip, None).await
+    }
+
+    /// HTTPS on `ip`, with a certificate from `ca`.
+    pub async fn https(ip: &str, ca: &TestCa) -> Server {
+        Server::start(ip, Some(ca.server.clone())).await
+    }
+
+    async fn start(ip: &str, tls: Option<Arc<rustls::ServerConfig>>) -> Server {
+        assert!(
+            ip.starts_with("127."),
+            "test servers listen on loopback only"
+        );
+        let listener = TcpListener::bind((ip, 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let open: Arc<AtomicUsize> = Arc::default();
+        let accepted: Arc<AtomicUsize> = Arc::default();
+        let (seen_, open_, accepted_) = (seen.clone(), open.clone(), accepted.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                stream.set_nodelay(true).ok();
+                accepted_.fetch_add(1, Ordering::AcqRel);
+                let (seen, open, tls) = (seen_.clone(), open_.clone(), tls.clone());
+                tokio::spawn(async move {
+                    open.fetch_add(1, Ordering::AcqRel);
+                    let _open = Decrement(open);
+                    let service = hyper::service::service_fn(move |request| {
+                        handle(request, addr, seen.clone())
+                    });
+                    let http = hyper::server::conn::http1::Builder::new();
+                    match tls {
+                        None => {
+                            http.serve_connection(TokioIo::new(stream), service)
+                                .await
+                                .ok();
+                        }
+                        Some(config) => {
+                            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+                            if let Ok(stream) = acceptor.accept(stream).await {
+                                http.serve_connection(TokioIo::new(stream), service)
+                                    .await
+                                    .ok();
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Server {
+            addr,
+            seen,
+            open,
+            accepted,
+            task,
+        }
+    }
+
+    /// `ip:port`.
+    pub fn authority(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// Every request that reached the server, in order.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::Acquire)
+    }
+
+    /// Waits up to `within` for the server to have no connection open.
+    pub async fn wait_closed(&self, within: Duration) -> usize {
+        let until = tokio::time::Instant::now() + within;
+        while self.open_connections() > 0 && tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.open_connections()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct Decrement(Arc<AtomicUsize>);
+
+impl Drop for Decrement {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+fn full(text: impl Into<Bytes>) -> Body {
+    http_body_util::Full::new(text.into()).boxed()
+}
+
+async fn handle(
+    request: Request<Incoming>,
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+) -> Result<Response<Body>, Infallible> {
+    let path = request
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default();
+    seen.lock().unwrap().push(Seen {
+        method: request.method().to_string(),
+        path: path.clone(),
+        host: request
+            .headers()
+            .get_all(hyper::header::HOST)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect(),
+        headers: request
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+    });
+    let route = path.split('?').next().unwrap_or_default().to_string();
+    let query = path
+        .split_once('?')
+        .map(|(_, q)| q.to_string())
+        .unwrap_or_default();
+    let response = if route == "/hello" {
+        Response::new(full(format!("hello from {addr}")))
+    } else if let Some(n) = route.strip_prefix("/bytes/") {
+        let total: usize = n.parse().unwrap_or(0);
+        let chunks = (0..total.div_ceil(64 << 10)).map(move |i| {
+            let size = (total - i * (64 << 10)).min(64 << 10);
+            Ok::<_, Infallible>(Frame::data(Bytes::from(vec![b'x'; size])))
+        });
+        let mut response = Response::new(BodyExt::boxed(StreamBody::new(futures::stream::iter(
+            chunks,
+        ))));
+        response
+            .headers_mut()
+            .insert(hyper::header::CONTENT_LENGTH, total.into());
+        response
+    } else if route == "/redirect" {
+        let to = query.strip_prefix("to=").unwrap_or("/hello").to_string();
+        Response::builder()
+            .status(302)
+            .header(hyper::header::LOCATION, to)
+            .body(full(""))
+            .unwrap()
+    } else if route == "/stall" {
+        let stream = futures::stream::iter([Ok::<_, Infallible>(Frame::data(Bytes::from_static(
+            b"start",
+        )))])
+        .chain(futures::stream::pending());
+        Response::new(BodyExt::boxed(StreamBody::new(stream)))
+    } else if let Some(ms) = route.strip_prefix("/slow-head/") {
+        tokio::time::sleep(Duration::from_millis(ms.parse().unwrap_or(0))).await;
+        Response::new(full("slow"))
+    } else if route == "/upload" {
+        let mut body = request.into_body();
+        let mut length = 0usize;
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(frame) => length += frame.data_ref().map_or(0, Bytes::len),
+                Err(_) => break,
+            }
+        }
+        Response::new(full(length.to_string()))
+    } else {
+        Response::builder()
+            .status(404)
+            .body(full("not found"))
+            .unwrap()
+    };
+    Ok(response)
+}
