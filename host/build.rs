@@ -1,4 +1,4 @@
-//! With the `bundled-tools` feature, builds the standard toolset (fs, calc)
+//! With the `bundled-tools` feature, builds the standard toolset (fs, calc, fetch)
 //! from `guest-tools/` and writes `bundled.rs`, which embeds their bytes.
 
 #[cfg(feature = "bundled-tools")]
@@ -12,7 +12,9 @@ fn main() {
         let mut code = String::from(
             "/// The bundled components: (name, bytes).\npub(crate) const COMPONENTS: &[(&str, &[u8])] = &[\n",
         );
-        for guest in build_support::build_guests(&["toolcage-fs", "toolcage-calc"]) {
+        for guest in
+            build_support::build_guests(&["toolcage-fs", "toolcage-calc", "toolcage-fetch"])
+        {
             let name = guest.package.trim_start_matches("toolcage-");
             writeln!(
                 code,

@@ -27,7 +27,7 @@ fn main() {
         .collect();
     fixtures.sort();
     let mut packages: Vec<&str> = fixtures.iter().map(String::as_str).collect();
-    packages.extend(["toolcage-fs", "toolcage-calc"]);
+    packages.extend(["toolcage-fs", "toolcage-calc", "toolcage-fetch"]);
 
     let mut code = String::new();
     let mut all = String::from(

@@ -575,7 +575,8 @@ async fn a_dropped_read_file_is_shadowed_by_the_bundled_one() {
             "list_dir",
             "glob",
             "grep",
-            "calc"
+            "calc",
+            "fetch"
         ]
     );
 }

@@ -99,7 +99,10 @@ impl Tool for Fetch {
         let mut redirects = 0;
         let response = loop {
             let response = http::Request::new("GET", &url)
-                .header("accept", "text/html, text/*;q=0.9, application/json;q=0.9, */*;q=0.1")
+                .header(
+                    "accept",
+                    "text/html, text/*;q=0.9, application/json;q=0.9, */*;q=0.1",
+                )
                 .header("user-agent", "toolcage-fetch/0.1")
                 .send()
                 .map_err(|e| failed(&url, &e))?;

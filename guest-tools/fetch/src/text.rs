@@ -23,9 +23,15 @@ pub fn kind(content_type: Option<&str>, body: &[u8]) -> Kind {
     match essence.as_str() {
         "text/html" | "application/xhtml+xml" => Kind::Html,
         t if t.starts_with("text/") => Kind::Text,
-        "application/json" | "application/xml" | "application/javascript"
-        | "application/x-javascript" | "application/ecmascript" | "application/x-yaml"
-        | "application/yaml" | "application/toml" | "application/x-sh" => Kind::Text,
+        "application/json"
+        | "application/xml"
+        | "application/javascript"
+        | "application/x-javascript"
+        | "application/ecmascript"
+        | "application/x-yaml"
+        | "application/yaml"
+        | "application/toml"
+        | "application/x-sh" => Kind::Text,
         t if t.ends_with("+json") || t.ends_with("+xml") => Kind::Text,
         "" | "application/octet-stream" => sniff(body),
         _ => Kind::Binary,
@@ -139,7 +145,10 @@ mod tests {
         assert_eq!(kind(Some("application/pdf"), b"%PDF"), Kind::Binary);
         assert_eq!(kind(None, b"<!DOCTYPE html><p>x"), Kind::Html);
         assert_eq!(kind(None, b"plain words"), Kind::Text);
-        assert_eq!(kind(Some("application/octet-stream"), b"\0\x01\x02"), Kind::Binary);
+        assert_eq!(
+            kind(Some("application/octet-stream"), b"\0\x01\x02"),
+            Kind::Binary
+        );
     }
 
     #[test]
@@ -153,7 +162,10 @@ mod tests {
         assert!(text.contains("bold"), "{text}");
         assert!(text.contains("one") && text.contains("two"), "{text}");
         assert!(text.contains("https://example.com/x"), "{text}");
-        assert!(!text.contains("alert(1)") && !text.contains("color:red"), "{text}");
+        assert!(
+            !text.contains("alert(1)") && !text.contains("color:red"),
+            "{text}"
+        );
         assert!(!text.contains("<p>"), "{text}");
     }
 
@@ -162,11 +174,19 @@ mod tests {
         let text = "héllo wörld";
         assert_eq!(
             piece(text, 0, 5),
-            Piece { text: "héllo", total: 11, next_offset: Some(5) }
+            Piece {
+                text: "héllo",
+                total: 11,
+                next_offset: Some(5)
+            }
         );
         assert_eq!(
             piece(text, 6, 100),
-            Piece { text: "wörld", total: 11, next_offset: None }
+            Piece {
+                text: "wörld",
+                total: 11,
+                next_offset: None
+            }
         );
         assert_eq!(piece(text, 50, 5).text, "");
     }

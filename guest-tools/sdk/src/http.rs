@@ -148,7 +148,9 @@ impl Request {
             other => Method::Other(other.to_string()),
         };
         let invalid = |what: &str| HttpError::InvalidUrl(format!("{what} refused"));
-        request.set_method(&method).map_err(|()| invalid("method"))?;
+        request
+            .set_method(&method)
+            .map_err(|()| invalid("method"))?;
         request
             .set_scheme(Some(&scheme))
             .map_err(|()| invalid("scheme"))?;
@@ -282,7 +284,11 @@ fn split_url(url: &str) -> Result<(Scheme, &str, String), HttpError> {
     let scheme = match scheme.to_ascii_lowercase().as_str() {
         "http" => Scheme::Http,
         "https" => Scheme::Https,
-        other => return Err(HttpError::InvalidUrl(format!("scheme `{other}` is not http or https"))),
+        other => {
+            return Err(HttpError::InvalidUrl(format!(
+                "scheme `{other}` is not http or https"
+            )));
+        }
     };
     let rest = rest.split('#').next().unwrap_or_default();
     let end = rest.find(['/', '?']).unwrap_or(rest.len());

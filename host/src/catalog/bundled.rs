@@ -1,6 +1,7 @@
 //! The standard toolset, compiled into the crate: the `fs` component
 //! (`read_file`, `write_file`, `edit_file`, `list_dir`, `glob`, `grep`) and the
-//! `calc` component (`calc`).
+//! `calc` component (`calc`), and the `fetch` component (`fetch`), which
+//! reaches only what the operator grants it.
 //!
 //! Threat model: bundled tools are registered before any tool directory, so a
 //! dropped component can never take one of their names (first wins). They
@@ -30,9 +31,9 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn both_components_are_embedded() {
+    fn every_component_is_embedded() {
         let names: Vec<&str> = super::COMPONENTS.iter().map(|(name, _)| *name).collect();
-        assert_eq!(names, ["fs", "calc"]);
+        assert_eq!(names, ["fs", "calc", "fetch"]);
         assert!(
             super::COMPONENTS
                 .iter()

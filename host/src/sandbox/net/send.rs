@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -347,27 +347,40 @@ struct Metered<B> {
     stall: Option<Stall>,
 }
 
-/// The between-bytes timer, never past the call's deadline.
+/// The between-bytes timer, never past the call's deadline. Progress only
+/// records the time; the timer is re-armed when it fires early, so a fast
+/// body does not touch the timer wheel once per chunk.
 struct Stall {
     sleep: Pin<Box<Sleep>>,
     every: Duration,
     deadline: Instant,
+    progress: Instant,
 }
 
 impl Stall {
     fn new(every: Duration, deadline: Instant) -> Self {
+        let now = Instant::now();
         Stall {
-            sleep: Box::pin(tokio::time::sleep_until(
-                deadline.min(Instant::now() + every),
-            )),
+            sleep: Box::pin(tokio::time::sleep_until(deadline.min(now + every))),
             every,
             deadline,
+            progress: now,
         }
     }
 
-    fn reset(&mut self) {
-        let next = self.deadline.min(Instant::now() + self.every);
-        self.sleep.as_mut().reset(next);
+    /// Whether the body has stalled past the limit (registering for a wake
+    /// otherwise).
+    fn stalled(&mut self, cx: &mut Context<'_>) -> bool {
+        loop {
+            if self.sleep.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            let due = self.deadline.min(self.progress + self.every);
+            if due <= Instant::now() {
+                return true;
+            }
+            self.sleep.as_mut().reset(due);
+        }
     }
 }
 
@@ -385,8 +398,9 @@ where
         let this = &mut *self;
         let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Pending => {
-                if let Some(stall) = &mut this.stall {
-                    ready!(stall.sleep.as_mut().poll(cx));
+                if let Some(stall) = &mut this.stall
+                    && stall.stalled(cx)
+                {
                     this.meter.breach(NetLimit::BetweenBytes);
                     return Poll::Ready(Some(Err(Error::ConnectionReadTimeout)));
                 }
@@ -395,7 +409,7 @@ where
             Poll::Ready(frame) => frame,
         };
         if let Some(stall) = &mut this.stall {
-            stall.reset();
+            stall.progress = Instant::now();
         }
         if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
             let Some(data) = data else {
