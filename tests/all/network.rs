@@ -16,7 +16,7 @@ use toolcage::{
     CallOptions, CallResult, CancelToken, Cidr, ErrorKind, Grant, GuestEvent, Limits, LogLevel,
     NetLimit, Registry, RegistryBuilder, Runtime,
 };
-use toolcage_tests::net::{Server, TestCa};
+use toolcage_tests::net::{Server, TcpEcho, TestCa, UdpEcho};
 use toolcage_tests::{builder, guests, quick_limits, registry};
 
 fn grant(pattern: &str) -> Grant {
@@ -854,4 +854,159 @@ async fn non_loopback_destinations_are_refused_by_policy_in_an_isolated_namespac
         );
     }
     assert_eq!((result.net.requests, result.net.denied), (2, 0));
+    // Sockets and lookups under the same rule.
+    let result = sockprobe(
+        &registry,
+        json!([
+            { "op": "tcp", "address": "169.254.169.254:80", "send": "x" },
+            { "op": "udp", "address": "10.0.0.5:53", "send": "x" },
+            { "op": "lookup", "name": "metadata.test" },
+        ]),
+    )
+    .await;
+    for report in reports(&result) {
+        assert!(error_of(&report).contains("access-denied"), "{report}");
+    }
+}
+
+async fn sockprobe(registry: &Registry, ops: Value) -> CallResult {
+    registry.call("sockprobe", json!({ "ops": ops })).await
+}
+
+#[tokio::test]
+async fn sockets_reach_only_granted_destinations() {
+    let tcp = TcpEcho::start("127.0.0.1").await;
+    let udp = UdpEcho::start("127.0.0.1").await;
+    let internal = TcpEcho::start("127.0.0.2").await;
+    let registry = netprobe(
+        builder()
+            .limits(quick_limits())
+            .allow_net(grant(&format!("tcp://{}", tcp.addr)))
+            .allow_net(grant(&format!("udp://{}", udp.addr))),
+    )
+    .await;
+    let result = sockprobe(
+        &registry,
+        json!([
+            // The implicit bind of 0.0.0.0:0 before the connect passes.
+            { "op": "tcp", "address": tcp.addr.to_string(), "send": "over tcp" },
+            { "op": "udp", "address": udp.addr.to_string(), "send": "over udp" },
+            { "op": "tcp", "address": internal.addr.to_string(), "send": "x" },
+            { "op": "tcp", "address": format!("127.0.0.1:{}", udp.addr.port()), "send": "x" },
+            { "op": "udp", "address": tcp.addr.to_string(), "send": "x" },
+            { "op": "listen" },
+            { "op": "listen", "address": "127.0.0.1:0" },
+        ]),
+    )
+    .await;
+    let reports = reports(&result);
+    assert_eq!(reports[0]["reply"], "echo: over tcp", "{reports:?}");
+    assert_eq!(reports[1]["reply"], "echo: over udp", "{reports:?}");
+    for report in &reports[2..] {
+        assert!(error_of(report).contains("access-denied"), "{report}");
+    }
+    assert_eq!(internal.accepted(), 0);
+    assert_eq!(tcp.accepted(), 1);
+    assert_eq!(udp.received(), 1);
+    let stderr = &result.logs.stderr;
+    assert!(
+        stderr.contains(&format!(
+            "toolcage: tcp://{} refused: 127.0.0.2 is loopback (127.0.0.0/8), and no tcp grant names it exactly",
+            internal.addr
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("refused: tools may not accept connections"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("refused: tools may not bind a chosen local address or port"),
+        "{stderr}"
+    );
+    assert_eq!(result.net.requests, 1, "a TCP connect counts as a request");
+}
+
+#[tokio::test]
+async fn without_a_socket_grant_sockets_and_lookups_are_refused() {
+    let tcp = TcpEcho::start("127.0.0.1").await;
+    let names = Names::default().with("api.test", &[&["127.0.0.1"]]);
+    // An HTTP grant for the name gives no lookup and no socket.
+    let registry = netprobe(
+        builder()
+            .limits(quick_limits())
+            .resolver(names.resolver())
+            .allow_private(cidr("127.0.0.1/32"))
+            .allow_net(grant("https://api.test")),
+    )
+    .await;
+    let result = sockprobe(
+        &registry,
+        json!([
+            { "op": "lookup", "name": "api.test" },
+            { "op": "tcp", "address": tcp.addr.to_string(), "send": "x" },
+            { "op": "udp", "address": tcp.addr.to_string(), "send": "x" },
+        ]),
+    )
+    .await;
+    for report in reports(&result) {
+        assert!(error_of(&report).contains("access-denied"), "{report}");
+    }
+    assert_eq!(names.lookups(), 0, "DNS is no side channel");
+    assert_eq!(tcp.accepted(), 0);
+    assert!(
+        result
+            .logs
+            .stderr
+            .contains("toolcage: lookup of api.test refused: no tcp or udp grant names it"),
+        "{}",
+        result.logs.stderr
+    );
+}
+
+#[tokio::test]
+async fn lookups_answer_granted_names_through_the_address_rule() {
+    let tcp = TcpEcho::start("127.0.0.1").await;
+    let internal = TcpEcho::start("127.0.0.2").await;
+    let port = tcp.addr.port();
+    let names = Names::default()
+        .with("db.test", &[&["127.0.0.1"]])
+        .with("internal.test", &[&["127.0.0.2"]])
+        .with("other.test", &[&["127.0.0.1"]]);
+    let registry = netprobe(
+        builder()
+            .limits(quick_limits())
+            .resolver(names.resolver())
+            .allow_private(cidr("127.0.0.1/32"))
+            .allow_net(grant(&format!("tcp://db.test:{port}")))
+            .allow_net(grant("tcp://internal.test:*")),
+    )
+    .await;
+    let result = sockprobe(
+        &registry,
+        json!([
+            { "op": "lookup", "name": "db.test" },
+            // A connect to the address a granted name answered.
+            { "op": "tcp", "address": tcp.addr.to_string(), "send": "by name" },
+            { "op": "lookup", "name": "internal.test" },
+            { "op": "lookup", "name": "other.test" },
+            { "op": "tcp", "address": internal.addr.to_string(), "send": "x" },
+        ]),
+    )
+    .await;
+    let reports = reports(&result);
+    assert_eq!(reports[0]["addresses"], json!(["127.0.0.1"]), "{reports:?}");
+    assert_eq!(reports[1]["reply"], "echo: by name", "{reports:?}");
+    for report in &reports[2..] {
+        assert!(error_of(report).contains("access-denied"), "{report}");
+    }
+    assert_eq!(names.lookups(), 2, "only the granted names were looked up");
+    assert_eq!(internal.accepted(), 0);
+    assert!(
+        result.logs.stderr.contains(
+            "toolcage: lookup of internal.test refused: it resolves to 127.0.0.2, which is loopback (127.0.0.0/8)"
+        ),
+        "{}",
+        result.logs.stderr
+    );
 }

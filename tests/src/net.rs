@@ -11,6 +11,8 @@
 //! - `/slow-head/MS`: waits MS milliseconds before the head;
 //! - `/upload`: reads the whole body, answers its length;
 //! - anything else: 404.
+//!
+//! [`TcpEcho`] and [`UdpEcho`] answer raw sockets.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -316,4 +318,105 @@ async fn handle(
             .unwrap()
     };
     Ok(response)
+}
+
+/// A TCP echo server on a loopback address: it reads a connection to its
+/// end and answers `echo: ` and what it read.
+pub struct TcpEcho {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    accepted: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TcpEcho {
+    /// An echo server on `ip` (127.0.0.x), a free port.
+    pub async fn start(ip: &str) -> TcpEcho {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        assert!(
+            ip.starts_with("127."),
+            "test servers listen on loopback only"
+        );
+        let listener = TcpListener::bind((ip, 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted: Arc<AtomicUsize> = Arc::default();
+        let counter = accepted.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::AcqRel);
+                tokio::spawn(async move {
+                    let mut read = Vec::new();
+                    if stream.read_to_end(&mut read).await.is_ok() {
+                        let mut reply = b"echo: ".to_vec();
+                        reply.extend(read);
+                        stream.write_all(&reply).await.ok();
+                    }
+                });
+            }
+        });
+        TcpEcho {
+            addr,
+            accepted,
+            task,
+        }
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for TcpEcho {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A UDP echo server on a loopback address: it answers each datagram with
+/// `echo: ` and its content.
+pub struct UdpEcho {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    received: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl UdpEcho {
+    /// An echo server on `ip` (127.0.0.x), a free port.
+    pub async fn start(ip: &str) -> UdpEcho {
+        assert!(
+            ip.starts_with("127."),
+            "test servers listen on loopback only"
+        );
+        let socket = tokio::net::UdpSocket::bind((ip, 0)).await.unwrap();
+        let addr = socket.local_addr().unwrap();
+        let received: Arc<AtomicUsize> = Arc::default();
+        let counter = received.clone();
+        let task = tokio::spawn(async move {
+            let mut buffer = vec![0; 65536];
+            while let Ok((length, from)) = socket.recv_from(&mut buffer).await {
+                counter.fetch_add(1, Ordering::AcqRel);
+                let mut reply = b"echo: ".to_vec();
+                reply.extend_from_slice(&buffer[..length]);
+                socket.send_to(&reply, from).await.ok();
+            }
+        });
+        UdpEcho {
+            addr,
+            received,
+            task,
+        }
+    }
+
+    /// Datagrams received so far.
+    pub fn received(&self) -> usize {
+        self.received.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for UdpEcho {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

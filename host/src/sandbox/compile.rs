@@ -51,9 +51,10 @@ pub(crate) fn compile(
 }
 
 /// The interfaces a component may import: WASI 0.2's, as
-/// `wasmtime_wasi::p2::add_to_linker_async` provides them (the sockets are
-/// there but deny every address), outgoing `wasi:http` (every request goes
-/// through `net::Egress`), and toolcage's host interface.
+/// `wasmtime_wasi::p2::add_to_linker_async` provides them (the sockets
+/// checked against the grants, `ip-name-lookup` replaced by toolcage's:
+/// `net::sockets`), outgoing `wasi:http` (every request goes through
+/// `net::Egress`), and toolcage's host interface.
 const PROVIDED: &[&str] = &[
     "wasi:cli/environment",
     "wasi:cli/exit",

@@ -416,6 +416,7 @@ impl Engines {
         };
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .and_then(|()| super::net::sockets::add_to_linker(&mut linker, CallState::lookups))
             .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
             .and_then(|()| Toolset::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state))
             .map_err(|e| Error::Engine(format!("{e:#}")))?;

@@ -3,8 +3,9 @@
 //! Threat model: the guest is hostile. It gets a new instance for every call
 //! (so nothing it does survives into the next call or leaks into a concurrent
 //! one) and, by default, nothing of the host: no environment variables, no
-//! arguments, an empty stdin, no filesystem, and no network (TCP, UDP and
-//! name lookup are all denied). The operator's mounts are its only files.
+//! arguments, an empty stdin, no filesystem, and no network. The operator's
+//! mounts are its only files, and its grants (see `net`) its only
+//! destinations.
 //! Its stdout and stderr go to bounded in-memory buffers, never to the host's
 //! own streams. Its `log` and `progress` imports are bounded in count and
 //! size, so they cannot flood the host's logs. Fuel, memory, stack and an
@@ -35,6 +36,7 @@ use super::bindings::{Level, ToolsetPre, WitDescriptor, WitOutcome, toolcage};
 use super::engine::Runtime;
 use super::limits::Limits;
 use super::mount::{HeldDir, Mount};
+use super::net::sockets::{LookupView, Sockets};
 use super::net::{Egress, Meter, NetPolicy, NetUsage};
 use super::outcome::{CancelToken, GuestEvent, LogLevel, Logs};
 use crate::{Error, ErrorKind};
@@ -105,6 +107,7 @@ pub(crate) struct CallState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     egress: Egress,
+    sockets: Sockets,
     table: ResourceTable,
     limiter: MemoryLimiter,
     observer: Observer,
@@ -116,6 +119,16 @@ impl WasiView for CallState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl CallState {
+    /// What toolcage's `wasi:sockets/ip-name-lookup` works on.
+    pub(crate) fn lookups(&mut self) -> LookupView<'_> {
+        LookupView {
+            table: &mut self.table,
+            sockets: &self.sockets,
         }
     }
 }
@@ -646,16 +659,6 @@ fn new_store(
     observer: Observer,
     transfer_cap: usize,
 ) -> wasmtime::Result<Store<CallState>> {
-    let mut wasi = WasiCtx::builder();
-    wasi.stdout(run.stdout.clone())
-        .stderr(run.stderr.clone())
-        .allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false);
-    let mut wasi = wasi.build();
-    if let Some(fs) = fs {
-        *wasi.filesystem() = fs;
-    }
     let limits = &sandbox.grants.limits;
     let mut table = ResourceTable::new();
     table.set_max_capacity(MAX_WASI_RESOURCES);
@@ -673,16 +676,26 @@ fn new_store(
             }
         })
     };
+    let egress = Egress::new(
+        sandbox.grants.network.clone(),
+        limits,
+        run.deadline.into(),
+        run.meter.clone(),
+        notes,
+    );
+    let sockets = egress.sockets();
+    let mut wasi = WasiCtx::builder();
+    wasi.stdout(run.stdout.clone()).stderr(run.stderr.clone());
+    sockets.configure(&mut wasi);
+    let mut wasi = wasi.build();
+    if let Some(fs) = fs {
+        *wasi.filesystem() = fs;
+    }
     let state = CallState {
         wasi,
         http: WasiHttpCtx::new(),
-        egress: Egress::new(
-            sandbox.grants.network.clone(),
-            limits,
-            run.deadline.into(),
-            run.meter.clone(),
-            notes,
-        ),
+        egress,
+        sockets,
         table,
         limiter: MemoryLimiter::new(limits.memory_bytes),
         observer,

@@ -261,6 +261,18 @@ impl Grant {
     }
 }
 
+impl Grant {
+    /// Whether a lookup of `name` is something this grant could need.
+    pub(crate) fn covers_name(&self, name: &str) -> bool {
+        self.host.matches(&Host::Name(name.to_string()))
+    }
+
+    /// Whether this grant is for `scheme` (or any scheme).
+    pub(crate) fn for_scheme(&self, scheme: Scheme) -> bool {
+        self.scheme.is_none_or(|s| s == scheme)
+    }
+}
+
 impl HostPattern {
     fn matches(&self, host: &Host) -> bool {
         match (self, host) {

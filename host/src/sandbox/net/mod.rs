@@ -21,13 +21,14 @@
 //! - each refusal is noted in the call's logs with the destination and the
 //!   missing grant (at most [`MAX_REFUSALS_NOTED`] lines a call).
 //!
-//! TCP, UDP and name lookup from the tool itself stay refused by the WASI
-//! context (`access-denied`).
+//! - raw TCP and UDP go only where `tcp://` and `udp://` grants allow, and a
+//!   tool looks up only names such grants name ([`sockets`]).
 
 mod address;
 pub(crate) mod grant;
 mod resolve;
 mod send;
+pub(crate) mod sockets;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -323,6 +324,17 @@ impl Egress {
             }
         });
         self
+    }
+
+    /// The call's sockets policy, sharing this call's budgets, figures and
+    /// notes.
+    pub(crate) fn sockets(&self) -> sockets::Sockets {
+        sockets::Sockets::new(
+            self.policy.clone(),
+            self.budget,
+            self.meter.clone(),
+            self.notes.clone(),
+        )
     }
 
     /// Counts and notes a refusal before anything was sent.
