@@ -34,19 +34,22 @@
 //         --disable fetch-event -o word_count.wasm
 //
 // `--disable fetch-event`: a tool is called, never sent HTTP requests to
-// serve. `fetch()` stays in, but toolcage grants no network destination to
-// tools yet: each request is refused, and the call's logs say so.
+// serve. `fetch()` stays in, and reaches what the operator granted the
+// component (anything else is refused, and the call's logs say why). Await
+// it in an `async run(args)`: componentize-js runs the event loop until the
+// promise settles.
 //
 // - `run(args)` receives the arguments, already validated by the host against
-//   `schema`. It may return a string (the output), any other JSON value (both
+//   `schema`; it may be `async`. It may return (or resolve to) a string (the output), any other JSON value (both
 //   the output, as compact JSON, and `details`), or `new Result(output,
 //   details)`.
 // - `throw new ToolError(message, details)` fails the call with that message,
 //   which the model reads. Anything else thrown fails it too, as
 //   `tool_error` with `Name: message`: a throw never traps the component.
 // - `log(level, message)` and `progress(message, fraction)` reach the host.
-// - Every call runs in a fresh instance with an empty environment and no
-//   network. StarlingMonkey, the JS engine, has no file API.
+// - Every call runs in a fresh instance with an empty environment and only
+//   the network destinations granted. StarlingMonkey, the JS engine, has no
+//   file API.
 
 import * as host from "toolcage:tool/host@0.1.0";
 
@@ -124,24 +127,45 @@ export function defineTools(tools) {
         const spec = tools[name];
         if (!spec) throw new ToolError(`this component has no tool named ${JSON.stringify(name)}`);
         value = spec.run(JSON.parse(args));
-        if (value instanceof Result) {
-          return { output: String(value.output), details: value.details === undefined ? undefined : json(value.details) };
-        }
-        if (typeof value === "string") return { output: value, details: undefined };
-        const text = json(value === undefined ? null : value);
-        return { output: text, details: text };
       } catch (error) {
-        let details;
-        try {
-          details = error instanceof ToolError && error.details !== undefined ? json(error.details) : undefined;
-        } catch {
-          details = undefined;
-        }
-        // componentize-js turns a thrown {output, details} into the `err` outcome.
-        throw { output: message(error), details };
+        throw failure(error);
+      }
+      // An async `run` (one that awaits fetch(), say): componentize-js runs
+      // the event loop until the promise settles.
+      if (value instanceof Promise) {
+        return value.then(outcome, (error) => {
+          throw failure(error);
+        });
+      }
+      try {
+        return outcome(value);
+      } catch (error) {
+        throw failure(error);
       }
     },
   };
+}
+
+/** What `run` returned, as the call's outcome. */
+function outcome(value) {
+  if (value instanceof Result) {
+    return { output: String(value.output), details: value.details === undefined ? undefined : json(value.details) };
+  }
+  if (typeof value === "string") return { output: value, details: undefined };
+  const text = json(value === undefined ? null : value);
+  return { output: text, details: text };
+}
+
+/** What `run` threw, as the call's `err` outcome: componentize-js turns a
+ * thrown {output, details} into it. */
+function failure(error) {
+  let details;
+  try {
+    details = error instanceof ToolError && error.details !== undefined ? json(error.details) : undefined;
+  } catch {
+    details = undefined;
+  }
+  return { output: message(error), details };
 }
 
 /** Writes a line into the host's log: trace, debug, info, warn or error. */

@@ -12,7 +12,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolcage::{ErrorKind, Limits, Mount, Registry};
+use toolcage::{ErrorKind, Grant, Limits, Mount, Registry};
+use toolcage_tests::net::Server;
 use toolcage_tests::{
     assert_error, assert_error_at_memory_limit, assert_loaded, builder, guests, quick_limits,
     registry,
@@ -307,4 +308,38 @@ async fn javascript_tools_through_the_host() {
         details(&result),
         json!({ "process": "undefined", "env": null })
     );
+
+    // fetch(), awaited in an async `run`: refused without a grant, and
+    // answered by a real server on loopback with one.
+    let server = Server::http("127.0.0.1").await;
+    let url = format!("http://{}/hello", server.authority());
+    let result = probe.call("js_fetch", json!({ "url": url })).await;
+    assert_error(&result, ErrorKind::ToolError);
+    assert!(
+        result.output.starts_with("fetch failed"),
+        "{}",
+        result.output
+    );
+    assert!(
+        result
+            .logs
+            .stderr
+            .contains("refused: the operator granted this tool no network access"),
+        "{}",
+        result.logs.stderr
+    );
+    assert_eq!(server.accepted(), 0);
+    let mut granted = builder()
+        .limits(limits())
+        .allow_net(Grant::parse(&format!("http://{}", server.authority())).unwrap())
+        .build()
+        .unwrap();
+    assert_loaded(&granted.load_file(guests::FIXTURE_JS_PROBE).await);
+    let result = granted.call("js_fetch", json!({ "url": url })).await;
+    assert!(!result.is_error, "{}", result.output);
+    assert_eq!(
+        details(&result),
+        json!({ "status": 200, "body": format!("hello from {}", server.authority()) })
+    );
+    assert_eq!(result.net.requests, 1);
 }

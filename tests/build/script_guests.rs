@@ -158,7 +158,7 @@ fn build_one(guest_root: &Path, wit: &Path, out: &Path, toolchain: &Path, guest:
                     "--world-name",
                     "toolset",
                     // `http` stays in: such a component imports wasi:http,
-                    // which toolcage links (its requests are refused).
+                    // which toolcage links (its requests go through the grants).
                     "--disable",
                     "fetch-event",
                 ])
