@@ -46,13 +46,14 @@ pub struct Limits {
     /// The most bytes of native stack WebAssembly may use; deeper recursion
     /// traps ([`ErrorKind::Trap`](crate::ErrorKind::Trap)). Default: 1 MiB.
     pub stack_bytes: usize,
-    /// The most HTTP requests a call may send (refused ones do not count).
-    /// Default: 50. Breach: that request fails with `HTTP-request-denied`,
+    /// The most HTTP requests, lookups and TCP connects a call may make
+    /// (those refused by the grants do not count; those whose lookup
+    /// answered a refused address do). Default: 50. Breach: that request fails with `HTTP-request-denied`,
     /// and [`NetUsage::limit`](crate::NetUsage::limit) says so.
     pub net_requests: u32,
-    /// The most request-body bytes a call may send, over all its requests.
-    /// Default: 16 MiB. Breach: that request fails with
-    /// `HTTP-request-body-size`.
+    /// The most request bytes (heads and bodies) a call may send, over all
+    /// its requests. Default: 16 MiB. Breach: that request fails with
+    /// `HTTP-request-header-section-size` or `HTTP-request-body-size`.
     pub net_bytes_out: u64,
     /// The most response-body bytes a call may receive, over all its
     /// requests, counted as they stream in. Default: 64 MiB. Breach: that
@@ -61,9 +62,9 @@ pub struct Limits {
     /// The most connections a call may hold open at once. Default: 4.
     /// Breach: that request fails with `connection-limit-reached`.
     pub net_connections: u32,
-    /// How long a request may wait for its connection and then for the
-    /// response head; a tool may ask for less, never more, and never past
-    /// the call's timeout. Default: 10 s. Breach: `connection-timeout` or
+    /// How long a request may take to resolve, connect and shake hands, and
+    /// then wait for the response head after the last byte of its body; a
+    /// tool may ask for less, never more, and never past the call's timeout. Default: 10 s. Breach: `connection-timeout` or
     /// `HTTP-response-timeout`.
     pub net_first_byte_timeout: Duration,
     /// How long a response body may stall between two chunks; never past

@@ -457,8 +457,9 @@ pub(crate) async fn run(
             }
         }
     };
-    // Nothing of the call outlives it: its connections are closed before
-    // its outcome is reported.
+    // Nothing of the call outlives it: its network work is stopped and its
+    // connections are closed before its outcome is reported.
+    run.meter.end();
     run.meter.closed(CONNECTIONS_GRACE).await;
     Ran {
         result,

@@ -55,13 +55,16 @@ fn special_v6(ip: Ipv6Addr) -> Option<&'static str> {
         [0, 0, 0, 0, 0, 0, 0, 1] => "loopback (::1)",
         [0x0064, 0xff9b, 0x0001, ..] => "local-use NAT64 (64:ff9b:1::/48)",
         [0x0100, 0, 0, 0, ..] => "discard-only (100::/64)",
-        [0x2001, 0x0db8, ..] => "documentation (2001:db8::/32)",
-        [0x2001, 0x0000..=0x01ff, ..] => "IETF protocol assignments and Teredo (2001::/23)",
-        [0x3fff, 0x0000..=0x0fff, ..] => "documentation (3fff::/20)",
         [x, ..] if x & 0xfe00 == 0xfc00 => "unique-local (fc00::/7)",
         [x, ..] if x & 0xffc0 == 0xfe80 => "link-local (fe80::/10)",
         [x, ..] if x & 0xffc0 == 0xfec0 => "site-local (fec0::/10)",
         [x, ..] if x & 0xff00 == 0xff00 => "multicast (ff00::/8)",
+        // Only 2000::/3 is global unicast; the rest is reserved or not yet
+        // assigned.
+        [x, ..] if x & 0xe000 != 0x2000 => "outside global unicast (2000::/3)",
+        [0x2001, 0x0db8, ..] => "documentation (2001:db8::/32)",
+        [0x2001, 0x0000..=0x01ff, ..] => "IETF protocol assignments and Teredo (2001::/23)",
+        [0x3fff, 0x0000..=0x0fff, ..] => "documentation (3fff::/20)",
         _ => return None,
     })
 }
@@ -74,6 +77,8 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let low = || Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
     match s {
         [0, 0, 0, 0, 0, 0xffff, ..] => Some(low()),
+        // IPv4-translated (SIIT), `::ffff:0:a.b.c.d`.
+        [0, 0, 0, 0, 0xffff, 0, ..] => Some(low()),
         // `::` and `::1` are IPv6's own.
         [0, 0, 0, 0, 0, 0, 0, 0 | 1] => None,
         [0, 0, 0, 0, 0, 0, ..] => Some(low()),
@@ -91,6 +96,7 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
 fn embedded_reason(ip: Ipv6Addr) -> &'static str {
     match ip.segments() {
         [0, 0, 0, 0, 0, 0xffff, ..] => "a special IPv4 address in IPv4-mapped form",
+        [0, 0, 0, 0, 0xffff, 0, ..] => "a special IPv4 address in IPv4-translated form",
         [0x0064, ..] => "a special IPv4 address in NAT64 form",
         [0x2002, ..] => "a special IPv4 address in 6to4 form",
         _ => "a special IPv4 address in IPv4-compatible form",
@@ -153,6 +159,10 @@ mod tests {
             "fec0::1",
             "ff02::1",
             "100::1",
+            "::ffff:0:7f00:1",
+            "::ffff:0:a9fe:a9fe",
+            "5f00::1",
+            "400::1",
         ] {
             assert!(special(ip(text)).is_some(), "{text} passed as public");
         }

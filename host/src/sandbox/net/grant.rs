@@ -27,8 +27,9 @@ use std::str::FromStr;
 ///   the request uses (80 for `http`, 443 for `https`); `tcp` and `udp`
 ///   grants must give one;
 /// - path prefix (HTTP only): the request's path must be the prefix, or
-///   continue it after a `/`; a path with a `.` or `..` segment never
-///   matches a grant with a prefix.
+///   continue it after a `/`; a path that a server might read as another
+///   (a `.` or `..` segment, a backslash, `;`, or `%2f`, `%5c`, `%2e`,
+///   `%00` escapes) never matches a grant with a prefix.
 ///
 /// [`Grant::methods`] limits an HTTP grant to some methods.
 ///
@@ -237,7 +238,7 @@ impl Grant {
                 || path
                     .strip_prefix(prefix.as_str())
                     .is_some_and(|rest| rest.starts_with('/'));
-            if !within || has_dot_segment(path) {
+            if !within || ambiguous_path(path) {
                 return false;
             }
         }
@@ -490,6 +491,24 @@ fn parse_port(digits: &str) -> Option<u16> {
     digits.parse().ok().filter(|port| *port != 0)
 }
 
+/// Whether a server might read `path` as another path: dot segments (also
+/// escaped), backslashes, `;` parameters, escaped slashes and NULs.
+fn ambiguous_path(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    has_dot_segment(path)
+        || lower.contains(['\\', ';'])
+        || ["%2f", "%5c", "%00", "%2e"]
+            .iter()
+            .any(|e| lower.contains(e))
+}
+
+impl Grant {
+    /// Whether this grant limits the path or the methods.
+    pub(crate) fn is_narrowed(&self) -> bool {
+        self.path.is_some() || self.methods.is_some()
+    }
+}
+
 fn has_dot_segment(path: &str) -> bool {
     path.split('/').any(|segment| {
         let segment = segment.to_ascii_lowercase().replace("%2e", ".");
@@ -657,6 +676,32 @@ mod tests {
                 "https://example.com/v1/%2e%2e/admin",
                 false,
             ),
+            (
+                "https://example.com/v1",
+                "https://example.com/v1/..;/admin",
+                false,
+            ),
+            (
+                "https://example.com/v1",
+                "https://example.com/v1/..%2fadmin",
+                false,
+            ),
+            (
+                "https://example.com/v1",
+                "https://example.com/v1/%2E%2E%5cadmin",
+                false,
+            ),
+            (
+                "https://example.com/v1",
+                "https://example.com/v1/..%5Cadmin",
+                false,
+            ),
+            (
+                "https://example.com/v1",
+                "https://example.com/v1/a%00",
+                false,
+            ),
+            ("https://example.com", "https://example.com/..;/admin", true),
             ("https://example.com/v1/", "https://example.com/v1/x", true),
             ("http://127.0.0.1:8080", "http://127.0.0.1:8080/", true),
             ("http://127.0.0.1:8080", "http://127.0.0.1:8081/", false),

@@ -64,11 +64,13 @@ pub(crate) type Notes = Arc<dyn Fn(String) + Send + Sync>;
 /// What a call used of the network, on [`CallResult::net`](crate::CallResult::net).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct NetUsage {
-    /// Requests sent (granted, and within the budget).
+    /// Requests past the grant check and within the budget: each HTTP
+    /// request, lookup and TCP connect, counted when it goes out, even when
+    /// its answer is then refused (a lookup is a message too).
     pub requests: u64,
     /// Requests refused: no grant, a special address, a budget spent.
     pub denied: u64,
-    /// Request body bytes sent.
+    /// Request bytes sent: heads and bodies.
     pub bytes_out: u64,
     /// Response body bytes received.
     pub bytes_in: u64,
@@ -144,6 +146,10 @@ pub(crate) struct Meter {
     refusals_noted: AtomicUsize,
     /// Notified when the last open connection closes.
     closed: tokio::sync::Notify,
+    /// Set when the call has ended: whatever of its network work is left
+    /// stops.
+    ended: std::sync::atomic::AtomicBool,
+    ending: tokio::sync::Notify,
 }
 
 impl Meter {
@@ -152,6 +158,25 @@ impl Meter {
         let _ = self
             .limit
             .compare_exchange(0, index + 1, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Ends the call's network work: requests still being sent and
+    /// connections still open stop at their next poll, even if the call's
+    /// store outlives it (a worker stuck in a file operation).
+    pub(crate) fn end(&self) {
+        self.ended.store(true, Ordering::Release);
+        self.ending.notify_waiters();
+    }
+
+    /// Resolves when [`Meter::end`] is called.
+    async fn ended(&self) {
+        loop {
+            let ending = self.ending.notified();
+            if self.ended.load(Ordering::Acquire) {
+                return;
+            }
+            ending.await;
+        }
     }
 
     /// Waits, at most `grace`, for the call's connections to close. A call's
@@ -376,6 +401,29 @@ impl Egress {
     }
 }
 
+/// Headers that ask a server to act on another path or method than the
+/// request line's.
+const OVERRIDE_HEADERS: [&str; 6] = [
+    "x-original-url",
+    "x-rewrite-url",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+    "x-original-method",
+];
+
+/// What the request head costs on the wire, near enough: the request line
+/// and every header.
+fn head_bytes(request: &http::Request<WasiBody>, path: &str) -> u64 {
+    let line = request.method().as_str().len() + path.len() + 12;
+    let headers: usize = request
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    (line + headers + 2) as u64
+}
+
 /// A future of wasmtime-wasi-http's: a request's or a response's end.
 type Done = Box<dyn Future<Output = Result<(), Error>> + Send>;
 
@@ -391,7 +439,7 @@ impl WasiHttpHooks for Egress {
         _response_done: Done,
     ) -> Sent {
         let method = request.method().as_str().to_string();
-        let uri = request.uri();
+        let uri = request.uri().clone();
         let what = format!("{method} {uri}");
         let scheme = match uri.scheme_str() {
             Some("http") => Scheme::Http,
@@ -405,8 +453,13 @@ impl WasiHttpHooks for Egress {
             }
         };
         let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
-        let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-        let destination = match Destination::http(scheme, authority, path) {
+        // A query without a path (`?q=1`) is the root's.
+        let path = match uri.path_and_query().map(|p| p.as_str()) {
+            None | Some("") => "/".to_string(),
+            Some(p) if !p.starts_with('/') => format!("/{p}"),
+            Some(p) => p.to_string(),
+        };
+        let destination = match Destination::http(scheme, authority, &path) {
             Ok(destination) => destination,
             Err(why) => return self.refuse(&what, &why, Error::HttpRequestUriInvalid),
         };
@@ -414,7 +467,7 @@ impl WasiHttpHooks for Egress {
             let why = self.missing_grant(&destination, &method);
             return self.refuse(&what, &why, Error::HttpRequestDenied);
         };
-        let matching: Vec<&Grant> = policy
+        let mut matching: Vec<&Grant> = policy
             .grants
             .iter()
             .filter(|g| g.allows(&destination, Some(&method)))
@@ -422,6 +475,20 @@ impl WasiHttpHooks for Egress {
         if matching.is_empty() {
             let why = self.missing_grant(&destination, &method);
             return self.refuse(&what, &why, Error::HttpRequestDenied);
+        }
+        // Headers some servers obey to take another path or method would
+        // get around a grant that limits them.
+        let override_header = OVERRIDE_HEADERS
+            .iter()
+            .find(|name| request.headers().contains_key(**name));
+        if let Some(name) = override_header {
+            matching.retain(|g| !g.is_narrowed());
+            if matching.is_empty() {
+                let why = format!(
+                    "it carries {name}, which a grant limited to a path or to methods does not allow"
+                );
+                return self.refuse(&what, &why, Error::HttpRequestDenied);
+            }
         }
         let named_exactly = matching.iter().any(|g| g.names_exactly(&destination.host));
         if let Host::Ip(ip) = destination.host
@@ -434,9 +501,28 @@ impl WasiHttpHooks for Egress {
             );
             return self.refuse(&what, &why, Error::DestinationIpProhibited);
         }
+        // The request head counts against the bytes a call may send.
+        let head = head_bytes(&request, &path);
+        let before = self.meter.bytes_out.fetch_add(head, Ordering::AcqRel);
+        if before.saturating_add(head) > self.budget.bytes_out {
+            self.meter.bytes_out.fetch_sub(head, Ordering::AcqRel);
+            self.meter.breach(NetLimit::BytesOut);
+            let why = format!(
+                "its head ({head} bytes) would take the call past its limit of {} bytes sent",
+                self.budget.bytes_out
+            );
+            return self.refuse(
+                &what,
+                &why,
+                Error::HttpRequestHeaderSectionSize(u32::try_from(head).ok()),
+            );
+        }
+        // Counted from here on, whatever its lookup answers: a lookup is
+        // itself a message to the world.
         let sent = self.meter.requests.fetch_add(1, Ordering::AcqRel);
         if sent >= u64::from(self.budget.requests) {
             self.meter.requests.fetch_sub(1, Ordering::AcqRel);
+            self.meter.bytes_out.fetch_sub(head, Ordering::AcqRel);
             self.meter.breach(NetLimit::Requests);
             let why = format!(
                 "the call has sent {} requests, its limit",
@@ -445,6 +531,14 @@ impl WasiHttpHooks for Egress {
             return self.refuse(&what, &why, Error::HttpRequestDenied);
         }
         tracing::debug!(target: "toolcage::net", "{} {destination}{path}", method);
+        let mut request = request;
+        if uri.path_and_query().map(|p| p.as_str()) != Some(path.as_str()) {
+            let mut parts = uri.into_parts();
+            parts.path_and_query = path.parse().ok();
+            if let Ok(fixed) = http::Uri::from_parts(parts) {
+                *request.uri_mut() = fixed;
+            }
+        }
         let options = options.unwrap_or_default();
         let outgoing = send::Outgoing {
             connect_timeout: self.timeout(options.connect_timeout, self.budget.first_byte),

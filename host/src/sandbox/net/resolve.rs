@@ -10,6 +10,7 @@ use std::future::Future;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 
 /// What a lookup returns: the name's addresses, in the order to try them.
 pub type Lookup = Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send>>;
@@ -51,15 +52,44 @@ where
 }
 
 /// The operating system's resolver (`getaddrinfo`, on tokio's blocking
-/// pool).
+/// pool). Names are looked up as absolute (`name.`), so the system's search
+/// domains never turn a granted name into another. At most
+/// [`SystemResolver::MAX_LOOKUPS`] run at once across the process: a name
+/// server that never answers holds that many threads, not the whole
+/// blocking pool.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemResolver;
 
+impl SystemResolver {
+    /// The most system lookups at once.
+    pub const MAX_LOOKUPS: usize = 16;
+}
+
+static LOOKUPS: std::sync::LazyLock<Arc<tokio::sync::Semaphore>> =
+    std::sync::LazyLock::new(|| Arc::new(tokio::sync::Semaphore::new(SystemResolver::MAX_LOOKUPS)));
+
 impl Resolve for SystemResolver {
     fn resolve(&self, name: &str) -> Lookup {
+        let absolute = if name.ends_with('.') {
+            name.to_string()
+        } else {
+            format!("{name}.")
+        };
         let name = name.to_string();
         Box::pin(async move {
-            let addresses = tokio::net::lookup_host((name.as_str(), 0)).await?;
+            let permit = LOOKUPS
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| io::Error::other("the resolver is closed"))?;
+            // The permit goes with the thread: it is released when the
+            // lookup returns, not when its caller gives up.
+            let addresses = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                std::net::ToSocketAddrs::to_socket_addrs(&(absolute.as_str(), 0))
+            })
+            .await
+            .map_err(io::Error::other)??;
             let mut ips: Vec<IpAddr> = Vec::new();
             for address in addresses {
                 if !ips.contains(&address.ip()) {

@@ -14,7 +14,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -55,19 +55,34 @@ pub(super) type Sent = (
     Box<dyn Future<Output = Result<(), Error>> + Send>,
 );
 
-/// Resolves, checks, connects and sends `request`.
+/// Resolves, checks, connects and sends `request`, unless the call ends
+/// first.
 pub(super) async fn send(out: Outgoing, request: http::Request<WasiBody>) -> Result<Sent, Error> {
-    let addresses = checked_addresses(&out).await?;
+    let meter = out.meter.clone();
+    tokio::select! {
+        biased;
+        () = meter.ended() => Err(Error::ConnectionTerminated),
+        sent = send_checked(out, request) => sent,
+    }
+}
+
+async fn send_checked(out: Outgoing, request: http::Request<WasiBody>) -> Result<Sent, Error> {
+    // The connection slot first: a refusal here sends nothing at all.
     let connections = &out.policy.shared.open_connections;
     let open = Open::new(&out.meter, connections, out.budget.connections).ok_or_else(|| {
         out.meter.breach(NetLimit::Connections);
+        out.meter.requests.fetch_sub(1, Ordering::AcqRel);
+        out.meter.denied.fetch_add(1, Ordering::AcqRel);
         (out.notes)(format!(
             "toolcage: {} refused: the call already holds {} connections, its limit",
             out.what, out.budget.connections
         ));
         Error::ConnectionLimitReached
     })?;
-    let stream = connect(&out, &addresses).await?;
+    // One budget for the lookup, the connect and the TLS handshake.
+    let connect_by = Instant::now() + out.connect_timeout;
+    let addresses = checked_addresses(&out, connect_by).await?;
+    let stream = connect(&out, &addresses, connect_by).await?;
     stream.set_nodelay(true).ok();
     match out.destination.scheme {
         Scheme::Https => {
@@ -77,8 +92,7 @@ pub(super) async fn send(out: Outgoing, request: http::Request<WasiBody>) -> Res
                 Host::Ip(ip) => rustls::pki_types::ServerName::IpAddress((*ip).into()),
             };
             let connector = tokio_rustls::TlsConnector::from(out.policy.shared.tls.clone());
-            let remaining = out.connect_timeout;
-            let tls = tokio::time::timeout(remaining, connector.connect(name, stream))
+            let tls = tokio::time::timeout_at(connect_by, connector.connect(name, stream))
                 .await
                 .map_err(|_| Error::ConnectionTimeout)?
                 .map_err(|e| tls_error(&out, e))?;
@@ -89,7 +103,7 @@ pub(super) async fn send(out: Outgoing, request: http::Request<WasiBody>) -> Res
 }
 
 /// The addresses the destination may be reached at, every one checked.
-async fn checked_addresses(out: &Outgoing) -> Result<Vec<IpAddr>, Error> {
+async fn checked_addresses(out: &Outgoing, connect_by: Instant) -> Result<Vec<IpAddr>, Error> {
     let allow_private = &out.policy.allow_private;
     let name = match &out.destination.host {
         Host::Ip(ip) => return Ok(vec![*ip]),
@@ -107,7 +121,7 @@ async fn checked_addresses(out: &Outgoing) -> Result<Vec<IpAddr>, Error> {
         Host::Name(name) => name,
     };
     let lookup = out.policy.shared.resolver.resolve(name);
-    let answer = match tokio::time::timeout(out.connect_timeout, lookup).await {
+    let answer = match tokio::time::timeout_at(connect_by, lookup).await {
         Err(_) => {
             (out.notes)(format!(
                 "toolcage: {} failed: looking up {name} took longer than {} ms",
@@ -155,7 +169,11 @@ async fn checked_addresses(out: &Outgoing) -> Result<Vec<IpAddr>, Error> {
 
 /// Connects to the first of `addresses` that answers, within the connect
 /// timeout.
-async fn connect(out: &Outgoing, addresses: &[IpAddr]) -> Result<TcpStream, Error> {
+async fn connect(
+    out: &Outgoing,
+    addresses: &[IpAddr],
+    connect_by: Instant,
+) -> Result<TcpStream, Error> {
     let attempt = async {
         let mut last = None;
         for ip in addresses {
@@ -166,7 +184,7 @@ async fn connect(out: &Outgoing, addresses: &[IpAddr]) -> Result<TcpStream, Erro
         }
         Err(last.unwrap_or_else(|| io::ErrorKind::NotFound.into()))
     };
-    match tokio::time::timeout(out.connect_timeout, attempt).await {
+    match tokio::time::timeout_at(connect_by, attempt).await {
         Err(_) => Err(Error::ConnectionTimeout),
         Ok(Ok(stream)) => Ok(stream),
         Ok(Err(error)) => {
@@ -233,29 +251,28 @@ where
         http::HeaderValue::from_str(&destination.host_header())
             .map_err(|_| Error::HttpRequestUriInvalid)?,
     );
+    // The wait for the first byte counts from the last chunk of the request
+    // body sent, so a long upload is not taken for a slow server.
+    let uploading = Arc::new(Activity::new());
     let body = Metered {
         inner: body,
         meter: meter.clone(),
         direction: Direction::Out,
         budget,
         stall: None,
+        activity: Some(uploading.clone()),
     };
     let request = http::Request::from_parts(parts, body);
     // The connection's future drives the request while the response head is
     // awaited; should it end first, it is not polled again.
     let mut connection = Some(Box::pin(connection));
     let response = {
-        let first_byte =
-            tokio::time::sleep_until(deadline.min(Instant::now() + first_byte_timeout));
+        let due = |last: Instant| deadline.min(last + first_byte_timeout);
+        let mut first_byte = std::pin::pin!(tokio::time::sleep_until(due(uploading.last())));
         let mut response = std::pin::pin!(sender.send_request(request));
-        let mut first_byte = std::pin::pin!(first_byte);
         std::future::poll_fn(|cx| {
             if let Poll::Ready(result) = response.as_mut().poll(cx) {
                 return Poll::Ready(result.map_err(hyper_error));
-            }
-            if first_byte.as_mut().poll(cx).is_ready() {
-                meter.breach(NetLimit::FirstByte);
-                return Poll::Ready(Err(Error::HttpResponseTimeout));
             }
             if let Some(driving) = &mut connection
                 && let Poll::Ready(result) = driving.as_mut().poll(cx)
@@ -263,6 +280,14 @@ where
                 connection = None;
                 result.map_err(hyper_error)?;
                 return response.as_mut().poll(cx).map_err(hyper_error);
+            }
+            while first_byte.as_mut().poll(cx).is_ready() {
+                let next = due(uploading.last());
+                if next <= Instant::now() {
+                    meter.breach(NetLimit::FirstByte);
+                    return Poll::Ready(Err(Error::HttpResponseTimeout));
+                }
+                first_byte.as_mut().reset(next);
             }
             Poll::Pending
         })
@@ -276,14 +301,19 @@ where
             direction: Direction::In,
             budget,
             stall: Some(Stall::new(between_bytes_timeout, deadline)),
+            activity: None,
         }
         .boxed_unsync()
     });
     let io = async move {
         let _open = open;
-        match connection {
-            Some(connection) => connection.await.map_err(Error::Hyper),
-            None => Ok(()),
+        let Some(connection) = connection else {
+            return Ok(());
+        };
+        tokio::select! {
+            biased;
+            () = meter.ended() => Ok(()),
+            done = connection => done.map_err(Error::Hyper),
         }
     };
     Ok((response, Box::new(io)))
@@ -345,6 +375,32 @@ struct Metered<B> {
     direction: Direction,
     budget: Budget,
     stall: Option<Stall>,
+    /// Where progress is recorded (for a request body).
+    activity: Option<Arc<Activity>>,
+}
+
+/// When a request body last made progress, as nanoseconds after its start.
+struct Activity {
+    start: Instant,
+    nanos: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            start: Instant::now(),
+            nanos: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let nanos = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.nanos.store(nanos, Ordering::Release);
+    }
+
+    fn last(&self) -> Instant {
+        self.start + Duration::from_nanos(self.nanos.load(Ordering::Acquire))
+    }
 }
 
 /// The between-bytes timer, never past the call's deadline. Progress only
@@ -411,6 +467,9 @@ where
         if let Some(stall) = &mut this.stall {
             stall.progress = Instant::now();
         }
+        if let Some(activity) = &this.activity {
+            activity.touch();
+        }
         if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
             let Some(data) = data else {
                 return Poll::Ready(frame);
@@ -430,11 +489,11 @@ where
                     Error::HttpResponseBodySize(Some(this.budget.bytes_in)),
                 ),
             };
+            // Only what passes is counted: a chunk past the budget is
+            // neither sent nor delivered.
             let before = counter.fetch_add(length, Ordering::AcqRel);
             if before.saturating_add(length) > limit {
                 counter.fetch_sub(length, Ordering::AcqRel);
-                let allowed = limit.saturating_sub(before);
-                counter.fetch_add(allowed, Ordering::AcqRel);
                 this.meter.breach(breach);
                 return Poll::Ready(Some(Err(code)));
             }
@@ -454,8 +513,8 @@ where
 impl Outgoing {
     /// Counts and notes a refusal for an address reason.
     fn prohibited(&self, why: &str) -> Error {
+        // Still counted as a request: its lookup went out.
         self.meter.denied.fetch_add(1, Ordering::AcqRel);
-        self.meter.requests.fetch_sub(1, Ordering::AcqRel);
         (self.notes)(format!("toolcage: {} refused: {why}", self.what));
         Error::DestinationIpProhibited
     }

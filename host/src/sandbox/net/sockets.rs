@@ -225,6 +225,16 @@ impl Sockets {
         if named.is_empty() {
             return Err(refused("no tcp or udp grant names it"));
         }
+        // A lookup is itself a message to the world: it counts as a request.
+        let sent = self.meter.requests.fetch_add(1, Ordering::AcqRel);
+        if sent >= u64::from(self.budget.requests) {
+            self.meter.requests.fetch_sub(1, Ordering::AcqRel);
+            self.meter.breach(NetLimit::Requests);
+            return Err(refused(&format!(
+                "the call has made {} requests, lookups and connections, its limit",
+                self.budget.requests
+            )));
+        }
         let (resolved, meter, notes) = (
             self.resolved.clone(),
             self.meter.clone(),
