@@ -50,8 +50,9 @@ What the module does for you:
 - `log(level, message)` and `progress(message, fraction)` reach the host.
 
 The host calls each tool in a fresh instance, with only the mounted
-directories visible (`open()` works under them), an empty environment and no
-network.
+directories visible (`open()` works under them) and an empty environment.
+This SDK has no HTTP client yet: for a tool that calls an API, write it in
+Rust (`toolcage_guest::http`) or JavaScript (`fetch()`).
 """
 
 from __future__ import annotations

@@ -1123,3 +1123,53 @@ async fn lookups_count_against_the_request_budget_even_when_their_answers_are_re
     assert_eq!(result.net.limit, Some(NetLimit::Requests));
     assert_eq!(server.accepted(), 0);
 }
+
+#[tokio::test]
+async fn the_bundled_fetch_tool_reads_granted_text_in_pieces_and_says_what_is_not_granted() {
+    let server = Server::http("127.0.0.1").await;
+    let authority = server.authority();
+    let mut registry = builder()
+        .limits(quick_limits())
+        .component_allow_net("fetch", grant(&format!("http://{authority}")))
+        .build()
+        .unwrap();
+    for report in registry.load_bundled().await {
+        toolcage_tests::assert_loaded(&report);
+    }
+    let url = format!("http://{authority}/bytes/250");
+    let result = registry
+        .call("fetch", json!({ "url": url, "max_chars": 100 }))
+        .await;
+    assert!(!result.is_error, "{}", result.output);
+    let details = result.details.clone().unwrap();
+    assert_eq!(details["total_chars"], 250);
+    assert_eq!(details["next_offset"], 100);
+    assert!(
+        result.output.starts_with(&"x".repeat(100)),
+        "{}",
+        result.output
+    );
+    assert!(result.output.contains("offset=100"), "{}", result.output);
+    let result = registry
+        .call(
+            "fetch",
+            json!({ "url": url, "offset": 200, "max_chars": 100 }),
+        )
+        .await;
+    assert_eq!(result.output, "x".repeat(50));
+    assert_eq!(result.details.unwrap()["next_offset"], Value::Null);
+
+    // Another port of the same host is not granted: said, and nothing sent.
+    let other = Server::http("127.0.0.1").await;
+    let result = registry
+        .call(
+            "fetch",
+            json!({ "url": format!("http://{}/hello", other.authority()) }),
+        )
+        .await;
+    assert!(result.is_error);
+    assert!(result.output.contains("not granted"), "{}", result.output);
+    assert_eq!(other.accepted(), 0);
+    // The grant is the fetch component's only.
+    assert_eq!(result.net.denied, 1);
+}

@@ -21,6 +21,7 @@ pub enum Lang {
 
 const WIT: &str = include_str!("../../../../wit/toolcage.wit");
 const RUST_SDK: &str = include_str!("../../../../guest-tools/sdk/src/lib.rs");
+const RUST_SDK_HTTP: &str = include_str!("../../../../guest-tools/sdk/src/http.rs");
 const PYTHON_SDK: &str = include_str!("../../../../guest-tools/python/toolcage.py");
 const JS_SDK: &str = include_str!("../../../../guest-tools/js/toolcage.js");
 const PYTHON_REQUIREMENTS: &str = include_str!("../../../../guest-tools/python/requirements.txt");
@@ -76,6 +77,7 @@ pub fn run(name: &str, lang: Lang, parent: &Path) -> anyhow::Result<()> {
                     // The vendored SDK finds the WIT one level up.
                     RUST_SDK.replace("path: \"../../wit\"", "path: \"../wit\""),
                 ),
+                ("toolcage-guest/src/http.rs", RUST_SDK_HTTP.to_string()),
             ]);
             (
                 format!("(cd {name} && cargo build --release --target wasm32-wasip2)"),

@@ -1,5 +1,7 @@
 // The `{name}` tool: the component's export. Build it with ./build.sh; test
-// its logic with `node test.mjs`.
+// its logic with `node test.mjs`. To reach the network, `await fetch(url)` in
+// an `async run(args)`: requests go only where the operator grants
+// (`--allow-net`, or `[network] allow` in toolcage.toml).
 import { defineTools } from "./toolcage.js";
 import { countWords } from "./count.js";
 

@@ -2,6 +2,11 @@
 //! `cargo build --release --target wasm32-wasip2`, check it with
 //! `toolcage check target/wasm32-wasip2/release/{file}.wasm`, and test its
 //! logic natively with `cargo test`.
+//!
+//! To reach the network, use `toolcage_guest::http` (`http::get(url)?`):
+//! requests go only where the operator grants (`--allow-net`, or
+//! `[network] allow` in toolcage.toml), and a refusal says which grant is
+//! missing.
 
 use toolcage_guest::{Descriptor, Outcome, Tool, Value, json, parse_args};
 
