@@ -25,7 +25,7 @@ A complete tool (`app.py`)::
 Build it (with this directory and `toolcage.py` on the path)::
 
     python3 -m venv .venv && .venv/bin/pip install componentize-py==0.25.1
-    .venv/bin/componentize-py -d wit -w toolset componentize app \\
+    .venv/bin/componentize-py -d wit -w toolset-http componentize app \\
         -p . -p path/to/guest-tools/python -o word_count.wasm
     toolcage --tools . call word_count '{"text": "a b a"}'
 
@@ -51,8 +51,10 @@ What the module does for you:
 
 The host calls each tool in a fresh instance, with only the mounted
 directories visible (`open()` works under them) and an empty environment.
-This SDK has no HTTP client yet: for a tool that calls an API, write it in
-Rust (`toolcage_guest::http`) or JavaScript (`fetch()`).
+`http.get(url)` and `http.request(method, url, headers=..., body=...)`
+make HTTP requests through `wasi:http` (build against the `toolset-http`
+world); the host sends them only where the operator granted, and a refusal
+raises `HttpError` saying so.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-__all__ = ["Tool", "ToolError", "Result", "tool", "log", "progress"]
+__all__ = ["Tool", "ToolError", "Result", "tool", "log", "progress", "http", "HttpError"]
 
 
 class ToolError(Exception):
@@ -214,6 +216,174 @@ def progress(message: str, fraction: Optional[float] = None) -> None:
     from wit_world.imports import host
 
     host.progress(message, fraction)
+
+
+class HttpError(Exception):
+    """An HTTP request failed: refused by the host (no grant, a special
+    address, a budget spent) or by the network. `code` is the `wasi:http`
+    error code's name, such as `HttpRequestDenied`."""
+
+    def __init__(self, message: str, code: Optional[str] = None):
+        super().__init__(message)
+        self.code = code
+
+
+class Response:
+    """A response: `status`, `headers` (lowercase names, in order) and the
+    body, read with `text()`, `json()` or `read()`."""
+
+    def __init__(self, status: int, headers: list, body: bytes, truncated: bool):
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.truncated = truncated
+
+    def header(self, name: str) -> Optional[str]:
+        """The first value of header `name` (lowercase), or None."""
+        for key, value in self.headers:
+            if key == name:
+                return value
+        return None
+
+    def read(self) -> bytes:
+        return self.body
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+_DENIED = {
+    "HttpRequestDenied": "the operator has not granted this destination (see the call's log)",
+    "DestinationIpProhibited": "the destination is a loopback, private or otherwise special address, which the operator has not granted",
+}
+
+
+def _code_name(code: Any) -> str:
+    return type(code).__name__.removeprefix("ErrorCode_")
+
+
+# componentize-py keeps the bindings a module imports when it is built, so
+# they are imported here, once; a tool built against `toolset` (no
+# `wasi:http`) has none.
+try:
+    from wit_world.imports import outgoing_handler as _outgoing_handler
+    from wit_world.imports import streams as _streams
+    from wit_world.imports import types as _http
+except ImportError:
+    _outgoing_handler = _streams = _http = None
+
+
+class http:
+    """HTTP requests from a tool, sent by the host within the operator's
+    grants. Redirects are not followed: a `3xx` comes back as it is."""
+
+    MAX_BODY = 16 << 20
+
+    @staticmethod
+    def get(url: str, headers: Optional[dict] = None, timeout_ms: Optional[int] = None,
+            max_bytes: int = MAX_BODY) -> Response:
+        """GETs `url`."""
+        return http.request("GET", url, headers=headers, timeout_ms=timeout_ms, max_bytes=max_bytes)
+
+    @staticmethod
+    def request(method: str, url: str, headers: Optional[dict] = None, body: Optional[bytes] = None,
+                timeout_ms: Optional[int] = None, max_bytes: int = MAX_BODY) -> Response:
+        """Sends `method` to `url` with `headers` and `body`; reads at most
+        `max_bytes` of the response body (`truncated` says if there was
+        more). Raises `HttpError`."""
+        from componentize_py_types import Err
+
+        if _http is None:
+            raise HttpError("this tool was built without wasi:http: build it with -w toolset-http")
+        outgoing_handler, streams, t = _outgoing_handler, _streams, _http
+
+        scheme_text, sep, rest = url.partition("://")
+        if not sep or scheme_text.lower() not in ("http", "https"):
+            raise HttpError(f"invalid URL {url!r}: it must start with http:// or https://")
+        rest = rest.split("#", 1)[0]
+        cut = min([i for i in (rest.find("/"), rest.find("?")) if i >= 0], default=len(rest))
+        authority, path = rest[:cut], rest[cut:] or "/"
+        if not path.startswith("/"):
+            path = "/" + path
+        if not authority:
+            raise HttpError(f"invalid URL {url!r}: it has no host")
+        try:
+            fields = t.Fields.from_list(
+                [(k.lower(), str(v).encode()) for k, v in (headers or {}).items()]
+            )
+        except Err as error:
+            raise HttpError(f"invalid header: {error.value}") from None
+        request = t.OutgoingRequest(fields)
+        methods = {
+            "GET": t.Method_Get(), "HEAD": t.Method_Head(), "POST": t.Method_Post(),
+            "PUT": t.Method_Put(), "DELETE": t.Method_Delete(), "PATCH": t.Method_Patch(),
+            "OPTIONS": t.Method_Options(),
+        }
+        try:
+            request.set_method(methods.get(method.upper()) or t.Method_Other(method.upper()))
+            request.set_scheme(t.Scheme_Https() if scheme_text.lower() == "https" else t.Scheme_Http())
+            request.set_authority(authority)
+            request.set_path_with_query(path)
+        except Err:
+            raise HttpError(f"invalid URL {url!r}") from None
+        options = None
+        if timeout_ms is not None:
+            options = t.RequestOptions()
+            options.set_first_byte_timeout(timeout_ms * 1_000_000)
+        outgoing = request.body()
+        try:
+            future = outgoing_handler.handle(request, options)
+        except Err as error:
+            raise http._error(error.value) from None
+        if body:
+            stream = outgoing.write()
+            try:
+                for i in range(0, len(body), 4096):
+                    stream.blocking_write_and_flush(body[i:i + 4096])
+            except Err:
+                pass  # the response says why
+            finally:
+                stream.__exit__(None, None, None)
+        t.OutgoingBody.finish(outgoing, None)
+        future.subscribe().block()
+        outcome = future.get()
+        future.__exit__(None, None, None)
+        if outcome is None or isinstance(outcome, Err):
+            raise HttpError("the response never came")
+        inner = outcome.value
+        if isinstance(inner, Err):
+            raise http._error(inner.value)
+        response = inner.value
+        status = response.status()
+        entries = [(k, v.decode("utf-8", errors="replace")) for k, v in response.headers().entries()]
+        incoming = response.consume()
+        stream = incoming.stream()
+        data = bytearray()
+        truncated = False
+        try:
+            while True:
+                chunk = stream.blocking_read(65536)
+                if len(data) + len(chunk) > max_bytes:
+                    data += chunk[: max_bytes - len(data)]
+                    truncated = True
+                    break
+                data += chunk
+        except Err as error:
+            if not isinstance(error.value, streams.StreamError_Closed):
+                raise HttpError(f"reading the body failed: {error.value}") from None
+        finally:
+            stream.__exit__(None, None, None)
+            incoming.__exit__(None, None, None)
+            response.__exit__(None, None, None)
+        return Response(status, entries, bytes(data), truncated)
+
+    @staticmethod
+    def _error(code: Any) -> HttpError:
+        name = _code_name(code)
+        return HttpError(f"the request failed: {_DENIED.get(name, name)}", name)
 
 
 class Tool:

@@ -225,6 +225,34 @@ async fn python_tools_through_the_host() {
         "{}",
         result.output
     );
+
+    // The SDK's http: refused without a grant, answered by a real server on
+    // loopback with one.
+    let server = Server::http("127.0.0.1").await;
+    let url = format!("http://{}/hello", server.authority());
+    let result = probe.call("py_fetch", json!({ "url": url })).await;
+    assert_error(&result, ErrorKind::ToolError);
+    assert!(
+        result.output.starts_with(
+            "fetch failed (HttpRequestDenied): the request failed: the operator has not granted"
+        ),
+        "{}",
+        result.output
+    );
+    assert_eq!(server.accepted(), 0);
+    let mut granted = builder()
+        .limits(limits())
+        .allow_net(Grant::parse(&format!("http://{}", server.authority())).unwrap())
+        .build()
+        .unwrap();
+    assert_loaded(&granted.load_file(guests::FIXTURE_PY_PROBE).await);
+    let result = granted.call("py_fetch", json!({ "url": url })).await;
+    assert!(!result.is_error, "{}", result.output);
+    assert_eq!(
+        details(&result),
+        json!({ "status": 200, "body": format!("hello from {}", server.authority()) })
+    );
+    assert_eq!(result.net.requests, 1);
 }
 
 #[tokio::test]

@@ -131,7 +131,8 @@ fn build_one(guest_root: &Path, wit: &Path, out: &Path, toolchain: &Path, guest:
             cmd.env("PYTHONDONTWRITEBYTECODE", "1")
                 .arg("-d")
                 .arg(wit)
-                .args(["-w", "toolset", "componentize", "app", "-p"])
+                // toolset-http: the SDK's `http` imports `wasi:http`.
+                .args(["-w", "toolset-http", "componentize", "app", "-p"])
                 .arg(&guest.source)
                 .arg("-p")
                 .arg(guest_root.join("python"))

@@ -20,6 +20,41 @@ pub enum Lang {
 }
 
 const WIT: &str = include_str!("../../../../wit/toolcage.wit");
+/// The WASI WIT that `world toolset-http` imports `wasi:http` from.
+const WIT_DEPS: [(&str, &str); 8] = [
+    (
+        "wit/deps/README.md",
+        include_str!("../../../../wit/deps/README.md"),
+    ),
+    (
+        "wit/deps/cli.wit",
+        include_str!("../../../../wit/deps/cli.wit"),
+    ),
+    (
+        "wit/deps/clocks.wit",
+        include_str!("../../../../wit/deps/clocks.wit"),
+    ),
+    (
+        "wit/deps/filesystem.wit",
+        include_str!("../../../../wit/deps/filesystem.wit"),
+    ),
+    (
+        "wit/deps/http.wit",
+        include_str!("../../../../wit/deps/http.wit"),
+    ),
+    (
+        "wit/deps/io.wit",
+        include_str!("../../../../wit/deps/io.wit"),
+    ),
+    (
+        "wit/deps/random.wit",
+        include_str!("../../../../wit/deps/random.wit"),
+    ),
+    (
+        "wit/deps/sockets.wit",
+        include_str!("../../../../wit/deps/sockets.wit"),
+    ),
+];
 const RUST_SDK: &str = include_str!("../../../../guest-tools/sdk/src/lib.rs");
 const RUST_SDK_HTTP: &str = include_str!("../../../../guest-tools/sdk/src/http.rs");
 const PYTHON_SDK: &str = include_str!("../../../../guest-tools/python/toolcage.py");
@@ -60,6 +95,11 @@ pub fn run(name: &str, lang: Lang, parent: &Path) -> anyhow::Result<()> {
             include_str!("templates/gitignore").to_string(),
         ),
     ];
+    files.extend(
+        WIT_DEPS
+            .iter()
+            .map(|(path, text)| (*path, text.to_string())),
+    );
     let (build, tools_dir) = match lang {
         Lang::Rust => {
             files.extend([

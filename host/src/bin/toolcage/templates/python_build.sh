@@ -8,4 +8,4 @@ if [ ! -x .venv/bin/componentize-py ]; then
   .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
 fi
 mkdir -p build
-PYTHONDONTWRITEBYTECODE=1 .venv/bin/componentize-py -d wit -w toolset componentize app -p . -o build/{file}.wasm
+PYTHONDONTWRITEBYTECODE=1 .venv/bin/componentize-py -d wit -w toolset-http componentize app -p . -o build/{file}.wasm
