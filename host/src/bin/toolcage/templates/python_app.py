@@ -1,5 +1,7 @@
 """The `{name}` tool. Build it with ./build.sh, test its logic with
-`python3 test_app.py`."""
+`python3 test_app.py`. To reach the network, `from toolcage import http` and
+`http.get(url)`: requests go only where the operator grants (`--allow-net`,
+or `[network] allow` in toolcage.toml)."""
 
 from toolcage import Tool, ToolError, tool
 
