@@ -439,10 +439,58 @@ mod tests {
     }
 
     #[test]
+    fn the_network_table_grants_per_component_and_for_all() {
+        let config = parse(
+            r#"
+            [limits]
+            net_requests = 7
+            net_in_kib = 2
+            net_first_byte_ms = 1500
+
+            [network]
+            allow = ["https://api.example.com", { url = "https://*.example.com/v1", methods = ["get"] }]
+            allow_private = ["10.0.0.0/8"]
+            ca_file = "ca.pem"
+
+            [components.fetch.network]
+            allow = ["http://127.0.0.1:8080"]
+            "#,
+        )
+        .unwrap();
+        let shown: Vec<String> = config
+            .network
+            .allow
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            shown,
+            ["https://api.example.com", "https://*.example.com/v1 (GET)"]
+        );
+        assert_eq!(
+            config.network.allow_private,
+            ["10.0.0.0/8".parse().unwrap()]
+        );
+        assert_eq!(
+            config.network.ca_file.as_deref(),
+            Some(Path::new("/etc/toolcage/ca.pem"))
+        );
+        let fetch = &config.components["fetch"].network;
+        assert_eq!(fetch.allow[0].to_string(), "http://127.0.0.1:8080");
+        assert_eq!(config.limits.net_requests, Some(7));
+        assert_eq!(config.limits.net_bytes_in, Some(2048));
+        assert_eq!(
+            config.limits.net_first_byte_timeout,
+            Some(Duration::from_millis(1500))
+        );
+    }
+
+    #[test]
     fn an_empty_file_grants_nothing() {
         let config = parse("").unwrap();
         assert_eq!(config, Config::default());
         assert!(config.tools.is_empty() && config.mounts.is_empty());
+        assert!(config.network.allow.is_empty(), "no network unless granted");
         assert!(config.bundled);
         assert_eq!(config.permissions.default_permission(), Permission::Allow);
     }
@@ -521,6 +569,26 @@ mod tests {
             ("[permissions]\n\"read file\" = \"deny\"", "`read file`"),
             ("bundled = \"yes\"", "bundled"),
             ("[limits]\nstack_kib = 99999999999", "limits.stack_kib"),
+            ("[limits]\nnet_requests = 0", "limits.net_requests"),
+            ("[limits]\nnet_in_kib = 0", "limits.net_in_kib"),
+            ("[network]\nallow = [\"example.com\"]", "network.allow[0]"),
+            (
+                "[network]\nallow = [\"https://a.test\", \"https://u@b.test\"]",
+                "network.allow[1]: network grant `https://u@b.test`",
+            ),
+            (
+                "[network]\nallow = [{ url = \"tcp://db:5432\", methods = [\"GET\"] }]",
+                "methods only make sense",
+            ),
+            (
+                "[network]\nallow_private = [\"10.0.0.1/8\"]",
+                "network.allow_private[0]",
+            ),
+            ("[network]\nallow = [{ uri = \"https://x.test\" }]", "uri"),
+            (
+                "[components.x.network]\nca_file = \"ca.pem\"",
+                "components.x.network.ca_file",
+            ),
         ] {
             let error = parse(text).unwrap_err();
             assert!(error.contains(needle), "{text}: {error}");

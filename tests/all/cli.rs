@@ -558,3 +558,71 @@ fn run_calls_applies_the_config_permissions() {
     let text = report["results"]["content"][1]["content"].as_str().unwrap();
     assert!(text.contains("no terminal"), "{text}");
 }
+
+#[test]
+fn network_flags_grant_and_proxies_are_ignored() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime.block_on(toolcage_tests::net::Server::http("127.0.0.1"));
+    // A "proxy" the environment names: toolcage must never send to it.
+    let proxy = runtime.block_on(toolcage_tests::net::Server::http("127.0.0.2"));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(guests::FIXTURE_NETPROBE, dir.path().join("netprobe.wasm")).unwrap();
+    let authority = server.authority();
+    let arguments = json!({ "requests": [
+        { "scheme": "http", "authority": authority, "path": "/hello" }
+    ] })
+    .to_string();
+    let proxy_url = format!("http://{}", proxy.authority());
+    let output = toolcage()
+        .args(["--no-bundled", "--tools"])
+        .arg(dir.path())
+        .args([
+            "--allow-net",
+            &format!("http://{authority}"),
+            "--net-requests",
+            "3",
+        ])
+        .args(["--json", "call", "netprobe", &arguments])
+        .env("HTTP_PROXY", &proxy_url)
+        .env("http_proxy", &proxy_url)
+        .env("ALL_PROXY", &proxy_url)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["details"][0]["status"], 200, "{result}");
+    assert_eq!(
+        result["net"],
+        json!({ "requests": 1, "denied": 0, "bytes_out": result["net"]["bytes_out"],
+                "bytes_in": format!("hello from {authority}").len() })
+    );
+    assert_eq!(server.seen().len(), 1);
+    assert_eq!(proxy.accepted(), 0, "a request went to the proxy");
+
+    // Without the flag, the same call is refused, and says so.
+    let output = run(dir.path(), &["--json", "call", "netprobe", &arguments]);
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        result["details"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("HttpRequestDenied")
+    );
+    assert!(
+        result["logs"]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("the operator granted this tool no network access"),
+        "{result}"
+    );
+
+    // A bad pattern is an error at start that names it.
+    let output = run(dir.path(), &["--allow-net", "ftp://x.test", "list"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("--allow-net: network grant `ftp://x.test`: the scheme must be"),
+        "{}",
+        stderr(&output)
+    );
+}
