@@ -31,6 +31,16 @@ async fn netprobe(builder: RegistryBuilder) -> Registry {
     registry(builder, &[guests::FIXTURE_NETPROBE]).await
 }
 
+/// The netprobe fixture, granted `http://{authority}` only, under `limits`.
+async fn granted(authority: &str, limits: Limits) -> Registry {
+    netprobe(
+        builder()
+            .limits(limits)
+            .allow_net(grant(&format!("http://{authority}"))),
+    )
+    .await
+}
+
 async fn probe(registry: &Registry, requests: Value) -> (CallResult, Vec<GuestEvent>) {
     probe_with(registry, requests, CallOptions::new()).await
 }
@@ -178,12 +188,7 @@ async fn refusals_noted_in_a_call_are_bounded() {
 async fn a_granted_request_reaches_the_server_with_the_host_from_the_url() {
     let server = Server::http("127.0.0.1").await;
     let authority = server.authority();
-    let registry = netprobe(
-        builder()
-            .limits(quick_limits())
-            .allow_net(grant(&format!("http://{authority}"))),
-    )
-    .await;
+    let registry = granted(&authority, quick_limits()).await;
     let (result, _) = probe(
         &registry,
         json!([{ "scheme": "http", "authority": authority, "path": "/hello?x=1",
@@ -210,12 +215,7 @@ async fn a_granted_request_reaches_the_server_with_the_host_from_the_url() {
 async fn a_guest_cannot_set_its_own_host_header() {
     let server = Server::http("127.0.0.1").await;
     let authority = server.authority();
-    let registry = netprobe(
-        builder()
-            .limits(quick_limits())
-            .allow_net(grant(&format!("http://{authority}"))),
-    )
-    .await;
+    let registry = granted(&authority, quick_limits()).await;
     let (result, _) = probe(
         &registry,
         json!([{ "scheme": "http", "authority": authority, "path": "/hello",
@@ -479,12 +479,7 @@ async fn redirects_are_never_followed() {
     let public = Server::http("127.0.0.1").await;
     let internal = Server::http("127.0.0.2").await;
     let authority = public.authority();
-    let registry = netprobe(
-        builder()
-            .limits(quick_limits())
-            .allow_net(grant(&format!("http://{authority}"))),
-    )
-    .await;
+    let registry = granted(&authority, quick_limits()).await;
     let targets = [
         format!("http://{}/hello", internal.authority()),
         format!("http://127.0.0.1:{}/hello", internal.port()),
@@ -512,13 +507,12 @@ async fn redirects_are_never_followed() {
 async fn the_request_budget_is_enforced_and_reported() {
     let server = Server::http("127.0.0.1").await;
     let authority = server.authority();
-    let registry = netprobe(
-        builder()
-            .limits(Limits {
-                net_requests: 2,
-                ..quick_limits()
-            })
-            .allow_net(grant(&format!("http://{authority}"))),
+    let registry = granted(
+        &authority,
+        Limits {
+            net_requests: 2,
+            ..quick_limits()
+        },
     )
     .await;
     let hello = json!({ "scheme": "http", "authority": authority, "path": "/hello" });
@@ -542,13 +536,12 @@ async fn the_request_budget_is_enforced_and_reported() {
 async fn bytes_in_are_counted_as_they_stream_and_stopped_at_the_budget() {
     let server = Server::http("127.0.0.1").await;
     let authority = server.authority();
-    let registry = netprobe(
-        builder()
-            .limits(Limits {
-                net_bytes_in: 1 << 20,
-                ..quick_limits()
-            })
-            .allow_net(grant(&format!("http://{authority}"))),
+    let registry = granted(
+        &authority,
+        Limits {
+            net_bytes_in: 1 << 20,
+            ..quick_limits()
+        },
     )
     .await;
     let (result, _) = probe(
@@ -580,13 +573,12 @@ async fn bytes_in_are_counted_as_they_stream_and_stopped_at_the_budget() {
 async fn bytes_out_are_stopped_at_the_budget() {
     let server = Server::http("127.0.0.1").await;
     let authority = server.authority();
-    let registry = netprobe(
-        builder()
-            .limits(Limits {
-                net_bytes_out: 1 << 20,
-                ..quick_limits()
-            })
-            .allow_net(grant(&format!("http://{authority}"))),
+    let registry = granted(
+        &authority,
+        Limits {
+            net_bytes_out: 1 << 20,
+            ..quick_limits()
+        },
     )
     .await;
     let (result, _) = probe(
@@ -619,14 +611,13 @@ async fn bytes_out_are_stopped_at_the_budget() {
 async fn stalls_and_slow_servers_hit_the_time_budgets() {
     let server = Server::http("127.0.0.1").await;
     let authority = server.authority();
-    let registry = netprobe(
-        builder()
-            .limits(Limits {
-                net_first_byte_timeout: Duration::from_millis(300),
-                net_between_bytes_timeout: Duration::from_millis(300),
-                ..quick_limits()
-            })
-            .allow_net(grant(&format!("http://{authority}"))),
+    let registry = granted(
+        &authority,
+        Limits {
+            net_first_byte_timeout: Duration::from_millis(300),
+            net_between_bytes_timeout: Duration::from_millis(300),
+            ..quick_limits()
+        },
     )
     .await;
     let (result, _) = probe(
@@ -665,13 +656,12 @@ async fn stalls_and_slow_servers_hit_the_time_budgets() {
 async fn open_connections_are_limited_per_call() {
     let server = Server::http("127.0.0.1").await;
     let authority = server.authority();
-    let registry = netprobe(
-        builder()
-            .limits(Limits {
-                net_connections: 1,
-                ..quick_limits()
-            })
-            .allow_net(grant(&format!("http://{authority}"))),
+    let registry = granted(
+        &authority,
+        Limits {
+            net_connections: 1,
+            ..quick_limits()
+        },
     )
     .await;
     let held = json!({ "scheme": "http", "authority": authority, "path": "/stall", "hold": true });
@@ -1074,12 +1064,7 @@ async fn paths_a_server_might_read_otherwise_and_override_headers_never_match_a_
 async fn a_query_without_a_path_is_sent_to_the_root() {
     let server = Server::http("127.0.0.1").await;
     let authority = server.authority();
-    let registry = netprobe(
-        builder()
-            .limits(quick_limits())
-            .allow_net(grant(&format!("http://{authority}"))),
-    )
-    .await;
+    let registry = granted(&authority, quick_limits()).await;
     let (result, _) = probe(
         &registry,
         json!([{ "scheme": "http", "authority": authority, "path": "?q=1" }]),

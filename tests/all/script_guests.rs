@@ -60,6 +60,44 @@ async fn assert_first_wins(registry: &mut Registry, example: &str, tool: &str) {
     assert_eq!(report.shadowed[0].owner, owner);
 }
 
+/// `tool` of `probe` (loaded without a grant) GETs a loopback server: it
+/// fails with an error starting `refused` and the log saying why, and the
+/// server sees nothing; `fixture` loaded again with a grant gets the page.
+async fn assert_fetches_only_when_granted(
+    probe: &Registry,
+    fixture: &str,
+    tool: &str,
+    refused: &str,
+) {
+    let server = Server::http("127.0.0.1").await;
+    let url = format!("http://{}/hello", server.authority());
+    let result = probe.call(tool, json!({ "url": url })).await;
+    assert_error(&result, ErrorKind::ToolError);
+    assert!(result.output.starts_with(refused), "{}", result.output);
+    assert!(
+        result
+            .logs
+            .stderr
+            .contains("refused: the operator granted this tool no network access"),
+        "{}",
+        result.logs.stderr
+    );
+    assert_eq!(server.accepted(), 0);
+    let mut granted = builder()
+        .limits(limits())
+        .allow_net(Grant::parse(&format!("http://{}", server.authority())).unwrap())
+        .build()
+        .unwrap();
+    assert_loaded(&granted.load_file(fixture).await);
+    let result = granted.call(tool, json!({ "url": url })).await;
+    assert!(!result.is_error, "{}", result.output);
+    assert_eq!(
+        details(&result),
+        json!({ "status": 200, "body": format!("hello from {}", server.authority()) })
+    );
+    assert_eq!(result.net.requests, 1);
+}
+
 /// The bundled tools, then the `probe` fixture: the probe's `read_file`
 /// collides with the bundled one and is shadowed, as any component's would
 /// be, and never runs.
@@ -228,31 +266,13 @@ async fn python_tools_through_the_host() {
 
     // The SDK's http: refused without a grant, answered by a real server on
     // loopback with one.
-    let server = Server::http("127.0.0.1").await;
-    let url = format!("http://{}/hello", server.authority());
-    let result = probe.call("py_fetch", json!({ "url": url })).await;
-    assert_error(&result, ErrorKind::ToolError);
-    assert!(
-        result.output.starts_with(
-            "fetch failed (HttpRequestDenied): the request failed: the operator has not granted"
-        ),
-        "{}",
-        result.output
-    );
-    assert_eq!(server.accepted(), 0);
-    let mut granted = builder()
-        .limits(limits())
-        .allow_net(Grant::parse(&format!("http://{}", server.authority())).unwrap())
-        .build()
-        .unwrap();
-    assert_loaded(&granted.load_file(guests::FIXTURE_PY_PROBE).await);
-    let result = granted.call("py_fetch", json!({ "url": url })).await;
-    assert!(!result.is_error, "{}", result.output);
-    assert_eq!(
-        details(&result),
-        json!({ "status": 200, "body": format!("hello from {}", server.authority()) })
-    );
-    assert_eq!(result.net.requests, 1);
+    assert_fetches_only_when_granted(
+        &probe,
+        guests::FIXTURE_PY_PROBE,
+        "py_fetch",
+        "fetch failed (HttpRequestDenied): the request failed: the operator has not granted",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -339,35 +359,6 @@ async fn javascript_tools_through_the_host() {
 
     // fetch(), awaited in an async `run`: refused without a grant, and
     // answered by a real server on loopback with one.
-    let server = Server::http("127.0.0.1").await;
-    let url = format!("http://{}/hello", server.authority());
-    let result = probe.call("js_fetch", json!({ "url": url })).await;
-    assert_error(&result, ErrorKind::ToolError);
-    assert!(
-        result.output.starts_with("fetch failed"),
-        "{}",
-        result.output
-    );
-    assert!(
-        result
-            .logs
-            .stderr
-            .contains("refused: the operator granted this tool no network access"),
-        "{}",
-        result.logs.stderr
-    );
-    assert_eq!(server.accepted(), 0);
-    let mut granted = builder()
-        .limits(limits())
-        .allow_net(Grant::parse(&format!("http://{}", server.authority())).unwrap())
-        .build()
-        .unwrap();
-    assert_loaded(&granted.load_file(guests::FIXTURE_JS_PROBE).await);
-    let result = granted.call("js_fetch", json!({ "url": url })).await;
-    assert!(!result.is_error, "{}", result.output);
-    assert_eq!(
-        details(&result),
-        json!({ "status": 200, "body": format!("hello from {}", server.authority()) })
-    );
-    assert_eq!(result.net.requests, 1);
+    assert_fetches_only_when_granted(&probe, guests::FIXTURE_JS_PROBE, "js_fetch", "fetch failed")
+        .await;
 }
