@@ -183,6 +183,9 @@ impl Meter {
     /// connections live in tasks its store owns; dropping the store aborts
     /// them, and an abort takes effect when the runtime next polls them.
     pub(crate) async fn closed(&self, grace: Duration) {
+        if self.open.load(Ordering::Acquire) == 0 {
+            return;
+        }
         let wait = async {
             loop {
                 let closed = self.closed.notified();
