@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use toolcage::agent::{
     CallKind, Format, ParseError, ToolCall, detect, parse_calls, render_results,
 };
-use toolcage::{CallResult, ErrorKind, Logs};
+use toolcage::{CallResult, ErrorKind, Logs, NetUsage};
 
 fuzz_target!(|data: &[u8]| {
     // As `run-calls` reads its input: UTF-8 text, then JSON.
@@ -87,6 +87,7 @@ fn check_calls(format: Format, calls: &[ToolCall]) {
             details: Some(json!({ "i": i })),
             duration: Duration::from_millis(1),
             fuel_used: 1,
+            net: NetUsage::default(),
             logs: Logs::default(),
         })
         .collect();
