@@ -223,6 +223,11 @@ pub struct RegistryBuilder {
 }
 
 impl RegistryBuilder {
+    /// What the component named `component` gets beyond the shared grants.
+    fn component(&mut self, component: impl Into<String>) -> &mut ComponentPolicy {
+        self.policy.components.entry(component.into()).or_default()
+    }
+
     /// Limits for every component. Default: [`Limits::default()`].
     pub fn limits(mut self, limits: Limits) -> Self {
         self.policy.limits = limits;
@@ -242,7 +247,7 @@ impl RegistryBuilder {
         component: impl Into<String>,
         limits: LimitOverrides,
     ) -> Self {
-        let policy = self.policy.components.entry(component.into()).or_default();
+        let policy = self.component(component);
         policy.limits = policy.limits.then(&limits);
         self
     }
@@ -251,12 +256,7 @@ impl RegistryBuilder {
     /// addition to the shared mounts (replacing a shared mount at the same
     /// guest path). Default: none.
     pub fn component_mount(mut self, component: impl Into<String>, mount: Mount) -> Self {
-        self.policy
-            .components
-            .entry(component.into())
-            .or_default()
-            .mounts
-            .push(mount);
+        self.component(component).mounts.push(mount);
         self
     }
 
@@ -269,12 +269,7 @@ impl RegistryBuilder {
     /// Lets the component named `component` reach what `grant` matches, in
     /// addition to the shared grants. Default: nothing.
     pub fn component_allow_net(mut self, component: impl Into<String>, grant: Grant) -> Self {
-        self.policy
-            .components
-            .entry(component.into())
-            .or_default()
-            .allow_net
-            .push(grant);
+        self.component(component).allow_net.push(grant);
         self
     }
 
@@ -288,12 +283,7 @@ impl RegistryBuilder {
 
     /// Like [`allow_private`](Self::allow_private), for one component.
     pub fn component_allow_private(mut self, component: impl Into<String>, range: Cidr) -> Self {
-        self.policy
-            .components
-            .entry(component.into())
-            .or_default()
-            .allow_private
-            .push(range);
+        self.component(component).allow_private.push(range);
         self
     }
 

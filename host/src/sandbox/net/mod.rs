@@ -273,9 +273,9 @@ impl NetShared {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| crate::Error::CaFile {
-                path: PathBuf::new(),
-                reason: e.to_string(),
+            .map_err(|e| crate::Error::InvalidSetting {
+                what: "TLS for tools' requests",
+                message: e.to_string(),
             })?
             .with_root_certificates(roots)
             .with_no_client_auth();

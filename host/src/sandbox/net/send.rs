@@ -513,7 +513,8 @@ where
 impl Outgoing {
     /// Counts and notes a refusal for an address reason.
     fn prohibited(&self, why: &str) -> Error {
-        // Still counted as a request: its lookup went out.
+        // Still counted as a request: it passed the grants, and any lookup
+        // it needed went out.
         self.meter.denied.fetch_add(1, Ordering::AcqRel);
         (self.notes)(format!("toolcage: {} refused: {why}", self.what));
         Error::DestinationIpProhibited
