@@ -47,11 +47,16 @@
 //   which the model reads. Anything else thrown fails it too, as
 //   `tool_error` with `Name: message`: a throw never traps the component.
 // - `log(level, message)` and `progress(message, fraction)` reach the host.
+// - `config.get(key)` is the setting `key` the operator wrote for the
+//   component (`[components.NAME.config]` in toolcage.toml), or null;
+//   `config.getAll()` is an object of every one. There are none unless the
+//   operator wrote some, so give each a default.
 // - Every call runs in a fresh instance with an empty environment and only
 //   the network destinations granted. StarlingMonkey, the JS engine, has no
 //   file API.
 
 import * as host from "toolcage:tool/host@0.1.0";
+import * as store from "wasi:config/store@0.2.0-rc.1";
 
 /** Fails the call with `message` (for the model) and optional `details`. */
 export class ToolError extends Error {
@@ -177,3 +182,42 @@ export function log(level, text) {
 export function progress(text, fraction) {
   host.progress(text, fraction);
 }
+
+/** The settings could not be read: toolcage always answers, other hosts of
+ * `wasi:config` may fail. `kind` is "upstream" or "io". */
+export class ConfigError extends Error {
+  constructor(message, kind) {
+    super(message);
+    this.name = "ConfigError";
+    this.kind = kind;
+  }
+}
+
+/** A read of the store; its error (thrown with the WIT error as `payload`)
+ * as a ConfigError. */
+function readSettings(read) {
+  try {
+    return read();
+  } catch (error) {
+    const reason = error?.payload ?? error;
+    const kind = reason?.tag === "io" ? "io" : "upstream";
+    throw new ConfigError(`the tool's settings could not be read: ${reason?.val ?? reason}`, kind);
+  }
+}
+
+/**
+ * The tool's settings: strings the operator wrote for its component
+ * (`[components.NAME.config]` in toolcage.toml, NAME being the component's
+ * file stem), read-only. A call reads its own component's only. Settings are
+ * not secrets: the host refuses to make a secret one.
+ */
+export const config = {
+  /** The setting `key`, or null when the operator did not write it. Throws ConfigError. */
+  get(key) {
+    return readSettings(() => store.get(key)) ?? null;
+  },
+  /** Every setting of the component, as an object: empty when the operator wrote none. Throws ConfigError. */
+  getAll() {
+    return Object.fromEntries(readSettings(() => store.getAll()));
+  },
+};

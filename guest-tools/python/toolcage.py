@@ -48,6 +48,10 @@ What the module does for you:
   `MemoryError` says the tool ran out of memory; the host adds which limit
   was hit.
 - `log(level, message)` and `progress(message, fraction)` reach the host.
+- `config.get(key)` is the setting `key` the operator wrote for the
+  component (`[components.NAME.config]` in toolcage.toml), or None;
+  `config.get_all()` is a dict of every one. There are none unless the
+  operator wrote some, so give each a default.
 
 The host calls each tool in a fresh instance, with only the mounted
 directories visible (`open()` works under them) and an empty environment.
@@ -66,7 +70,10 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-__all__ = ["Tool", "ToolError", "Result", "tool", "log", "progress", "http", "HttpError"]
+__all__ = [
+    "Tool", "ToolError", "Result", "tool", "log", "progress", "config", "ConfigError", "http",
+    "HttpError",
+]
 
 
 class ToolError(Exception):
@@ -216,6 +223,61 @@ def progress(message: str, fraction: Optional[float] = None) -> None:
     from wit_world.imports import host
 
     host.progress(message, fraction)
+
+
+# Imported here, once, for componentize-py to keep (see the `http` bindings
+# below). Natively, in a test of the tool's logic, there are none.
+try:
+    from wit_world.imports import store as _store
+except ImportError:
+    _store = None
+
+
+class ConfigError(Exception):
+    """The settings could not be read. toolcage always answers; other hosts
+    of `wasi:config` may fail. `kind` is `upstream` (where the settings come
+    from failed) or `io`."""
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+class config:
+    """The tool's settings: strings the operator wrote for its component
+    (`[components.NAME.config]` in toolcage.toml, NAME being the
+    component's file stem), read-only. A call reads its own component's
+    only. Settings are not secrets: the host refuses to make a secret one.
+    Outside a component (running the tool's logic natively) there are
+    none."""
+
+    @staticmethod
+    def get(key: str) -> Optional[str]:
+        """The setting `key`, or None when the operator did not write it.
+        Raises `ConfigError`."""
+        if _store is None:
+            return None
+        return config._read(lambda: _store.get(key))
+
+    @staticmethod
+    def get_all() -> dict[str, str]:
+        """Every setting of the component: empty when the operator wrote
+        none. Raises `ConfigError`."""
+        if _store is None:
+            return {}
+        return dict(config._read(_store.get_all))
+
+    @staticmethod
+    def _read(read: Callable[[], Any]) -> Any:
+        from componentize_py_types import Err
+
+        try:
+            return read()
+        except Err as error:
+            kind = "io" if type(error.value).__name__ == "Error_Io" else "upstream"
+            raise ConfigError(
+                f"the tool's settings could not be read: {error.value.value}", kind
+            ) from None
 
 
 class HttpError(Exception):

@@ -289,6 +289,17 @@ impl Registry {
             self.explain_failure(entry, ran.memory_refused, &mut result.output);
         }
         result.logs = ran.logs;
+        // Nothing the tool hands back carries a secret of the operator's.
+        if let Some(redactor) = &ran.redactor {
+            let (output, mut count) = redactor.text(&result.output);
+            if count > 0 {
+                result.output = output.into_owned();
+            }
+            if let Some(details) = &mut result.details {
+                count += redactor.json(details);
+            }
+            result.net.redactions += count;
+        }
         result
     }
 

@@ -1,8 +1,10 @@
 //! `toolcage.toml`: what an operator grants, in a file.
 //!
-//! Threat model: grants (mounts, limits, network, permissions) come from the operator
-//! only: this file, command-line flags or the embedding API, never a tool or
-//! a model. A typo must not silently grant or drop something, so unknown keys
+//! Threat model: grants (mounts, limits, network, secrets, permissions) come
+//! from the operator only: this file, command-line flags or the embedding
+//! API, never a tool or a model. The file names where secrets are (an
+//! environment variable, a file), never their values, so it can be
+//! committed and shown; the values are read by [`Config::read_secrets`]. A typo must not silently grant or drop something, so unknown keys
 //! and bad values are errors that name the key. Relative paths are resolved
 //! against the directory of the file, not the process's working directory.
 //!
@@ -38,7 +40,19 @@
 //! timeout_ms = 60_000
 //!
 //! [components.fetch.network]     # per component, in addition
-//! allow = ["http://127.0.0.1:8080"]
+//! allow = ["http://127.0.0.1:8080", "https://api.github.com"]
+//!
+//! [secrets.GITHUB_TOKEN]         # held by the host, never seen by a tool
+//! env = "GITHUB_TOKEN"           # or file = "secrets/github-token"
+//!
+//! [[components.fetch.network.inject]]
+//! url = "https://api.github.com" # an exact origin, with an optional path prefix
+//! header = "Authorization"
+//! value = "Bearer {{ secrets.GITHUB_TOKEN }}"
+//! methods = ["GET"]              # optional
+//!
+//! [components.fetch.config]      # settings, read through wasi:config/store
+//! default_owner = "octocat"
 //!
 //! [[components.fs.mounts]]
 //! host = "scratch"
@@ -58,7 +72,10 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::agent::Permissions;
-use crate::{Cidr, Error, Grant, LimitOverrides, Mount, RegistryBuilder};
+use crate::sandbox::settings::references_secret;
+use crate::{
+    Cidr, Error, Grant, Injection, LimitOverrides, Mount, RegistryBuilder, Secret, Secrets,
+};
 
 /// The largest wasm stack a config may ask for: 256 MiB.
 const MAX_STACK_BYTES: usize = 256 << 20;
@@ -80,6 +97,8 @@ pub struct Config {
     pub mounts: Vec<Mount>,
     /// Network grants for every component, and the extra TLS roots.
     pub network: NetworkConfig,
+    /// Where each secret is read from, by name (`[secrets.NAME]`).
+    pub secrets: BTreeMap<String, SecretSource>,
     /// Per-component limits and mounts, by component name (file stem).
     pub components: BTreeMap<String, ComponentConfig>,
     /// The `[permissions]` rules: tool-name pattern → `allow`, `ask` or
@@ -99,6 +118,7 @@ impl Default for Config {
             limits: LimitOverrides::default(),
             mounts: Vec::new(),
             network: NetworkConfig::default(),
+            secrets: BTreeMap::new(),
             components: BTreeMap::new(),
             permissions: Permissions::allow_all(),
         }
@@ -114,8 +134,21 @@ pub struct ComponentConfig {
     /// path).
     pub mounts: Vec<Mount>,
     /// Network grants in addition to the shared ones (`ca_file` is shared
-    /// only).
+    /// only), and the component's secret injections.
     pub network: NetworkConfig,
+    /// Settings the component reads through `wasi:config/store`
+    /// (`[components.NAME.config]`).
+    pub settings: BTreeMap<String, String>,
+}
+
+/// Where a secret's value is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    /// An environment variable of toolcage's (`env = "VAR"`).
+    Env(String),
+    /// A file, its whole content less one trailing line break (`file =
+    /// "path"`).
+    File(PathBuf),
 }
 
 /// The `[network]` table: grants, private ranges, extra TLS roots.
@@ -127,6 +160,8 @@ pub struct NetworkConfig {
     pub allow_private: Vec<Cidr>,
     /// A PEM file of CA certificates trusted besides the web PKI roots.
     pub ca_file: Option<PathBuf>,
+    /// Secrets added to the component's requests (per component only).
+    pub inject: Vec<Injection>,
 }
 
 #[derive(Deserialize)]
@@ -142,6 +177,8 @@ struct RawConfig {
     #[serde(default)]
     network: RawNetwork,
     #[serde(default)]
+    secrets: BTreeMap<String, RawSecret>,
+    #[serde(default)]
     components: BTreeMap<String, RawComponent>,
     #[serde(default)]
     permissions: BTreeMap<String, String>,
@@ -155,6 +192,24 @@ struct RawNetwork {
     #[serde(default)]
     allow_private: Vec<String>,
     ca_file: Option<PathBuf>,
+    #[serde(default)]
+    inject: Vec<RawInject>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInject {
+    url: String,
+    header: String,
+    value: String,
+    methods: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSecret {
+    env: Option<String>,
+    file: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -221,6 +276,8 @@ struct RawComponent {
     mounts: Vec<RawMount>,
     #[serde(default)]
     network: RawNetwork,
+    #[serde(default)]
+    config: BTreeMap<String, String>,
 }
 
 impl Config {
@@ -268,16 +325,50 @@ impl Config {
                 })
                 .collect()
         };
+        let mut secrets = BTreeMap::new();
+        for (name, secret) in &raw.secrets {
+            let key = format!("secrets.{name}");
+            crate::sandbox::secrets::check_name(name).map_err(|e| format!("{key}: {e}"))?;
+            let source = match (&secret.env, &secret.file) {
+                (Some(var), None) if !var.is_empty() => SecretSource::Env(var.clone()),
+                (None, Some(file)) => SecretSource::File(resolve(file)),
+                _ => {
+                    return Err(format!(
+                        "{key}: set exactly one of env = \"VARIABLE\" or file = \"path\""
+                    ));
+                }
+            };
+            secrets.insert(name.clone(), source);
+        }
         let mut components = BTreeMap::new();
         for (name, component) in &raw.components {
             let key = format!("components.{name}");
+            for (setting, value) in &component.config {
+                if references_secret(value) {
+                    return Err(format!(
+                        "{key}.config.{setting}: a secret cannot be a setting, since the tool reads its settings; add it to the tool's requests with [[{key}.network.inject]]"
+                    ));
+                }
+            }
+            let network = network(
+                &component.network,
+                &format!("{key}.network"),
+                None,
+                &secrets,
+            )?;
             components.insert(
                 name.clone(),
                 ComponentConfig {
                     limits: limits(&component.limits, &format!("{key}.limits"))?,
                     mounts: mounts(&component.mounts, &format!("{key}.mounts"))?,
-                    network: network(&component.network, &format!("{key}.network"), None)?,
+                    network,
+                    settings: component.config.clone(),
                 },
+            );
+        }
+        if !raw.network.inject.is_empty() {
+            return Err(
+                "network.inject: an injection gives one component a secret; write it under [[components.NAME.network.inject]]".into(),
             );
         }
         let permissions =
@@ -287,17 +378,33 @@ impl Config {
             bundled: raw.bundled.unwrap_or(true),
             limits: limits(&raw.limits, "limits")?,
             mounts: mounts(&raw.mounts, "mounts")?,
-            network: network(&raw.network, "network", Some(&resolve))?,
+            network: network(&raw.network, "network", Some(&resolve), &secrets)?,
+            secrets,
             components,
             permissions,
         })
     }
 
+    /// Reads every secret's value from where `[secrets]` says it is. The
+    /// error names the secret and where it was looked for.
+    pub fn read_secrets(&self) -> Result<Vec<Secret>, Error> {
+        self.secrets
+            .iter()
+            .map(|(name, source)| match source {
+                SecretSource::Env(var) => Secret::from_env(name.clone(), var),
+                SecretSource::File(path) => Secret::from_file(name.clone(), path),
+            })
+            .collect::<Result<_, _>>()
+            .map_err(Error::from)
+    }
+
     /// A registry builder granting what this file grants, with `limits`
-    /// (such as command-line flags) layered over the file's.
-    pub fn registry_builder(&self, limits: &LimitOverrides) -> RegistryBuilder {
+    /// (such as command-line flags) layered over the file's, holding the
+    /// secrets it names, read now ([`read_secrets`](Self::read_secrets)).
+    pub fn registry_builder(&self, limits: &LimitOverrides) -> Result<RegistryBuilder, Error> {
         let defaults = self.limits.then(limits).apply(crate::Limits::default());
-        let mut builder = crate::Registry::builder().limits(defaults);
+        let secrets: Secrets = self.read_secrets()?.into_iter().collect();
+        let mut builder = crate::Registry::builder().limits(defaults).secrets(secrets);
         for mount in &self.mounts {
             builder = builder.mount(mount.clone());
         }
@@ -321,8 +428,14 @@ impl Config {
             for range in &component.network.allow_private {
                 builder = builder.component_allow_private(name.clone(), *range);
             }
+            for injection in &component.network.inject {
+                builder = builder.component_inject(name.clone(), injection.clone());
+            }
+            for (key, value) in &component.settings {
+                builder = builder.component_setting(name.clone(), key.clone(), value.clone());
+            }
         }
-        builder
+        Ok(builder)
     }
 }
 
@@ -332,7 +445,24 @@ fn network(
     raw: &RawNetwork,
     key: &str,
     resolve: Option<&dyn Fn(&Path) -> PathBuf>,
+    secrets: &BTreeMap<String, SecretSource>,
 ) -> Result<NetworkConfig, String> {
+    let mut inject = Vec::new();
+    for (i, raw) in raw.inject.iter().enumerate() {
+        let key = format!("{key}.inject[{i}]");
+        let injection = Injection::new(&raw.url, &raw.header, &raw.value)
+            .and_then(|injection| match &raw.methods {
+                Some(methods) => injection.methods(methods),
+                None => Ok(injection),
+            })
+            .map_err(|e| format!("{key}: {e}"))?;
+        if let Some(missing) = injection.secrets().find(|s| !secrets.contains_key(*s)) {
+            return Err(format!(
+                "{key}.value: the secret `{missing}` is not declared; add [secrets.{missing}] with env = \"VARIABLE\" or file = \"path\""
+            ));
+        }
+        inject.push(injection);
+    }
     let mut allow = Vec::new();
     for (i, grant) in raw.allow.iter().enumerate() {
         let parsed = match grant {
@@ -368,6 +498,7 @@ fn network(
         allow,
         allow_private,
         ca_file,
+        inject,
     })
 }
 
@@ -486,6 +617,51 @@ mod tests {
     }
 
     #[test]
+    fn secrets_injections_and_settings_parse() {
+        let config = parse(
+            r#"
+            [secrets.GITHUB_TOKEN]
+            env = "GH_TOKEN"
+            [secrets.SLACK]
+            file = "secrets/slack"
+
+            [components.gh.network]
+            allow = ["https://api.github.com"]
+            [[components.gh.network.inject]]
+            url = "https://api.github.com/repos"
+            header = "Authorization"
+            value = "Bearer {{ secrets.GITHUB_TOKEN }}"
+            methods = ["get"]
+
+            [components.gh.config]
+            owner = "octocat"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(
+            config.secrets["GITHUB_TOKEN"],
+            SecretSource::Env("GH_TOKEN".into())
+        );
+        assert_eq!(
+            config.secrets["SLACK"],
+            SecretSource::File("/etc/toolcage/secrets/slack".into())
+        );
+        let gh = &config.components["gh"];
+        assert_eq!(
+            gh.network.inject[0].url(),
+            "https://api.github.com/repos (GET)"
+        );
+        assert_eq!(gh.settings["owner"], "octocat");
+        // Reading them names the secret and where it was looked for.
+        let error = config.read_secrets().unwrap_err().to_string();
+        assert!(
+            error.starts_with("secret `GITHUB_TOKEN`: the environment variable GH_TOKEN")
+                || error.starts_with("secret `SLACK`: reading /etc/toolcage/secrets/slack"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn an_empty_file_grants_nothing() {
         let config = parse("").unwrap();
         assert_eq!(config, Config::default());
@@ -589,6 +765,32 @@ mod tests {
                 "[components.x.network]\nca_file = \"ca.pem\"",
                 "components.x.network.ca_file",
             ),
+            (
+                "[secrets.T]\nenv = \"A\"\nfile = \"b\"",
+                "secrets.T: set exactly one of env",
+            ),
+            ("[secrets.T]\nvalue = \"hunter22\"", "`value`"),
+            (
+                "[secrets.\"a-b\"]\nenv = \"A\"",
+                "secrets.a-b: a secret's name",
+            ),
+            (
+                "[[network.inject]]\nurl = \"https://a.test\"\nheader = \"x\"\nvalue = \"{{ secrets.T }}\"",
+                "network.inject: an injection gives one component a secret",
+            ),
+            (
+                "[[components.x.network.inject]]\nurl = \"https://a.test\"\nheader = \"x\"\nvalue = \"{{ secrets.T }}\"",
+                "components.x.network.inject[0].value: the secret `T` is not declared",
+            ),
+            (
+                "[secrets.T]\nenv = \"A\"\n[[components.x.network.inject]]\nurl = \"http://a.test\"\nheader = \"x\"\nvalue = \"{{ secrets.T }}\"",
+                "components.x.network.inject[0]: secret injection for `http://a.test`: plain http",
+            ),
+            (
+                "[components.x.config]\ntoken = \"{{ secrets.T }}\"",
+                "components.x.config.token: a secret cannot be a setting",
+            ),
+            ("[components.x.config]\nretries = 3", "expected a string"),
         ] {
             let error = parse(text).unwrap_err();
             assert!(error.contains(needle), "{text}: {error}");

@@ -72,6 +72,20 @@ pub enum Error {
     /// A network grant pattern is not valid.
     #[error(transparent)]
     Grant(#[from] crate::GrantError),
+    /// A secret could not be read, or was refused. The message names the
+    /// secret and where it was looked for, never its value.
+    #[error(transparent)]
+    Secret(#[from] crate::SecretError),
+    /// A secret injection is not valid for its component: it uses a secret
+    /// that is not set, or no grant of the component lets its requests out.
+    #[error("component `{component}`: {source}")]
+    Injection {
+        /// The component.
+        component: String,
+        /// What is wrong.
+        #[source]
+        source: crate::InjectionError,
+    },
     /// The disk cache of compiled components cannot be used.
     #[error("cannot use the compile cache {path}: {reason}")]
     DiskCache {

@@ -32,7 +32,9 @@
 //! cannot see the host's environment, arguments or other directories, and
 //! reaches the network only where the operator granted it ([`Grant`]):
 //! loopback, private and other special addresses stay refused unless named,
-//! and every request is sent by the host, within per-call budgets. It is
+//! and every request is sent by the host, within per-call budgets. The
+//! credentials its requests need are added by the host ([`Injection`]) and
+//! redacted from whatever comes back, so it never holds one ([`Secret`]). It is
 //! stopped when it exhausts its fuel, its wall-clock time, its
 //! memory or its output budget, and only its own call fails. Its name cannot
 //! replace a tool registered before it. Everything a tool or a model can
@@ -55,7 +57,7 @@ pub use catalog::registry::{
     FileReport, MAX_TOOLS_PER_COMPONENT, Registry, RegistryBuilder, Shadowed, ToolInfo,
 };
 pub use catalog::watch::{WatchOptions, Watcher};
-pub use config::{CONFIG_FILE_NAME, ComponentConfig, Config};
+pub use config::{CONFIG_FILE_NAME, ComponentConfig, Config, NetworkConfig, SecretSource};
 pub use error::{Error, ErrorKind, LoadError};
 pub use sandbox::cache::DEFAULT_DISK_CACHE_BYTES;
 pub use sandbox::content::MAX_COMPONENT_BYTES;
@@ -68,3 +70,6 @@ pub use sandbox::net::{
     Cidr, Grant, GrantError, Lookup, NetLimit, NetUsage, Resolve, SystemResolver,
 };
 pub use sandbox::outcome::{CancelToken, GuestEvent, LogLevel, Logs};
+pub use sandbox::secrets::{
+    Injection, InjectionError, MIN_SECRET_BYTES, Secret, SecretError, Secrets,
+};

@@ -595,7 +595,7 @@ fn network_flags_grant_and_proxies_are_ignored() {
     assert_eq!(
         result["net"],
         json!({ "requests": 1, "denied": 0, "bytes_out": result["net"]["bytes_out"],
-                "bytes_in": format!("hello from {authority}").len() })
+                "bytes_in": format!("hello from {authority}").len(), "redactions": 0 })
     );
     assert_eq!(server.seen().len(), 1);
     assert_eq!(proxy.accepted(), 0, "a request went to the proxy");

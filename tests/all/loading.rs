@@ -231,7 +231,7 @@ async fn every_guest_is_covered() {
             "FIXTURE_ECHO" | "FIXTURE_ECHO_TWIN" | "FIXTURE_MISBEHAVE" | "FIXTURE_HIJACK" => true,
             "FIXTURE_LEFTOVERS" | "FIXTURE_LEFTOVERS_WAT" | "FIXTURE_FSPROBE" => true,
             "FIXTURE_NETPROBE" => true,
-            "FIXTURE_SCHEMA_ZOO" => true,
+            "FIXTURE_SCHEMA_ZOO" | "FIXTURE_SETTINGS" => true,
             "TOOLCAGE_FS" | "TOOLCAGE_CALC" | "TOOLCAGE_FETCH" => true,
             "FIXTURE_BAD_NAME" | "FIXTURE_BAD_SCHEMA" | "FIXTURE_DESCRIBE_LOOP" => false,
             "FIXTURE_NO_EXPORT" | "FIXTURE_UNKNOWN_IMPORT" | "FIXTURE_MANY_TOOLS" => false,

@@ -15,4 +15,6 @@ mod new;
 mod pool;
 mod reload;
 mod script_guests;
+mod secrets;
+mod settings;
 mod toolset;

@@ -1,6 +1,7 @@
 //! `toolcage new`: each language's project builds with the command it was
 //! printed with, `toolcage check` accepts the component unchanged, and
-//! calling it through toolcage answers as the example says. The projects
+//! calling it through toolcage answers as the example says, reading the
+//! setting the printed next steps name. The projects
 //! reuse what the build already installed (the Rust guests' dependencies,
 //! the componentize-py venv, componentize-js) through the paths a project
 //! uses for them, so only the tool itself is built here.
@@ -27,6 +28,11 @@ fn new_project(parent: &Path, name: &str, lang: &str) -> PathBuf {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{output:?}");
     assert!(stdout.contains("build it: ") && stdout.contains("call it:  toolcage --tools"));
+    let component = name.replace('-', "_");
+    assert!(
+        stdout.contains(&format!("[components.{component}.config]")),
+        "{stdout}"
+    );
     // Refused the second time: nothing is overwritten.
     let again = toolcage()
         .args(["new", name, "--lang", lang])
@@ -49,7 +55,8 @@ fn run(command: &mut Command) {
 }
 
 /// `toolcage check` accepts `wasm`, and a call through `--tools dir` gives
-/// the example's answer.
+/// the example's answer: the three most frequent words, or as many as the
+/// component's `default_top` setting says.
 fn check_and_call(cache: &Path, wasm: &Path, name: &str) {
     let output = toolcage()
         .env("XDG_CACHE_HOME", cache)
@@ -60,18 +67,34 @@ fn check_and_call(cache: &Path, wasm: &Path, name: &str) {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{output:?}");
     assert!(stdout.contains(&format!("1 tool(s): {name}")), "{stdout}");
-    let output = toolcage()
-        .env("XDG_CACHE_HOME", cache)
-        .args(["--no-bundled", "--tools"])
-        .arg(wasm.parent().unwrap())
-        .args(["call", name, r#"{"text": "a b A"}"#])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let call = |config: &Path| {
+        let output = toolcage()
+            .env("XDG_CACHE_HOME", cache)
+            .arg("--config")
+            .arg(config)
+            .args(["--no-bundled", "--tools"])
+            .arg(wasm.parent().unwrap())
+            .args(["call", name, r#"{"text": "a b A"}"#])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    let config = cache.join("toolcage.toml");
+    std::fs::write(&config, "").unwrap();
     assert_eq!(
-        answer,
+        call(&config),
         serde_json::json!({ "words": 3, "top": [["a", 2], ["b", 1]] })
+    );
+    let component = wasm.file_stem().unwrap().to_string_lossy();
+    std::fs::write(
+        &config,
+        format!("[components.{component}.config]\ndefault_top = \"1\"\n"),
+    )
+    .unwrap();
+    assert_eq!(
+        call(&config),
+        serde_json::json!({ "words": 3, "top": [["a", 2]] })
     );
 }
 

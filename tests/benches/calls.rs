@@ -56,6 +56,17 @@ mod bare {
         fn progress(&mut self, _: String, _: Option<f32>) {}
     }
 
+    /// No settings, as toolcage's default.
+    impl self::wasi::config::store::Host for State {
+        fn get(&mut self, _: String) -> Result<Option<String>, self::wasi::config::store::Error> {
+            Ok(None)
+        }
+
+        fn get_all(&mut self) -> Result<Vec<(String, String)>, self::wasi::config::store::Error> {
+            Ok(Vec::new())
+        }
+    }
+
     /// Bare wasmtime: an `InstancePre` and a fresh store per call.
     pub struct Bare {
         engine: Engine,

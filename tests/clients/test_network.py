@@ -123,5 +123,6 @@ async def test_without_a_grant_fetch_says_the_operator_granted_nothing():
             assert "not granted" in result.content[0].text
             assert result.meta[META]["net"] == {
                 "requests": 0, "denied": 1, "bytes_out": 0, "bytes_in": 0,
+                "redactions": 0,
             }
     assert seen == []

@@ -10,6 +10,12 @@
 //! - `/stall`: a head and 5 bytes, then nothing until the client goes;
 //! - `/slow-head/MS`: waits MS milliseconds before the head;
 //! - `/upload`: reads the whole body, answers its length;
+//! - `/reflect`: answers every request header (`name: value` lines) and the
+//!   request body, as a buggy API echoing a credential would; with
+//!   `?encode=base64|percent` in that encoding, `&chunk=N` streamed N bytes
+//!   at a time with a pause between, `&gzip=1` gzip-encoded, and
+//!   `&header=1` with the `Authorization` value also in `x-echo-authorization`;
+//! - `/part?from=A&to=B`: bytes A to B of the `Authorization` value;
 //! - anything else: 404.
 //!
 //! [`TcpEcho`] and [`UdpEcho`] answer raw sockets.
@@ -311,6 +317,19 @@ async fn handle(
             }
         }
         Response::new(full(length.to_string()))
+    } else if route == "/reflect" {
+        reflect(request, &query).await
+    } else if route == "/part" {
+        let authorization = request
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .map(|v| v.as_bytes().to_vec())
+            .unwrap_or_default();
+        let from = query_value(&query, "from").unwrap_or(0);
+        let to = query_value(&query, "to")
+            .unwrap_or(authorization.len())
+            .min(authorization.len());
+        Response::new(full(authorization[from.min(to)..to].to_vec()))
     } else {
         Response::builder()
             .status(404)
@@ -419,4 +438,92 @@ impl Drop for UdpEcho {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+fn query_value(query: &str, key: &str) -> Option<usize> {
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|value| value.parse().ok())
+}
+
+/// The `/reflect` route.
+async fn reflect(request: Request<Incoming>, query: &str) -> Response<Body> {
+    let flag = |key: &str| query.split('&').any(|pair| pair == key);
+    let (head, body) = request.into_parts();
+    let mut text: Vec<u8> = Vec::new();
+    for (name, value) in &head.headers {
+        text.extend_from_slice(format!("{name}: ").as_bytes());
+        text.extend_from_slice(value.as_bytes());
+        text.push(b'\n');
+    }
+    if let Ok(body) = body.collect().await {
+        text.extend_from_slice(&body.to_bytes());
+    }
+    if flag("encode=base64") {
+        use base64::Engine as _;
+        text = base64::engine::general_purpose::STANDARD
+            .encode(&text)
+            .into_bytes();
+    } else if flag("encode=percent") {
+        text = text
+            .iter()
+            .flat_map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => vec![*b],
+                _ => format!("%{b:02X}").into_bytes(),
+            })
+            .collect();
+    }
+    let mut response = Response::builder();
+    if flag("gzip=1") {
+        text = gzip_stored(&text);
+        response = response.header(hyper::header::CONTENT_ENCODING, "gzip");
+    }
+    if flag("header=1")
+        && let Some(value) = head.headers.get(hyper::header::AUTHORIZATION)
+    {
+        response = response.header("x-echo-authorization", value);
+    }
+    let chunk = query_value(query, "chunk").unwrap_or(usize::MAX).max(1);
+    let pieces: Vec<Bytes> = text.chunks(chunk).map(Bytes::copy_from_slice).collect();
+    let stream = futures::stream::iter(pieces).then(|piece| async move {
+        // A pause, so each piece reaches the client as a read of its own.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        Ok::<_, Infallible>(Frame::data(piece))
+    });
+    response
+        .body(BodyExt::boxed(StreamBody::new(stream)))
+        .unwrap()
+}
+
+/// `data` as a gzip member of stored (uncompressed) deflate blocks: real
+/// gzip, made without a compression library.
+fn gzip_stored(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    let blocks: Vec<&[u8]> = data.chunks(0xffff).collect();
+    if blocks.is_empty() {
+        out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
+    }
+    for (i, block) in blocks.iter().enumerate() {
+        let last = u8::from(i + 1 == blocks.len());
+        let length = block.len() as u16;
+        out.push(last);
+        out.extend_from_slice(&length.to_le_bytes());
+        out.extend_from_slice(&(!length).to_le_bytes());
+        out.extend_from_slice(block);
+    }
+    let mut crc = !0u32;
+    for byte in data {
+        crc ^= u32::from(*byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xedb8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    out.extend_from_slice(&(!crc).to_le_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out
 }

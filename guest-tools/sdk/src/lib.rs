@@ -65,6 +65,8 @@
 //!   from one call to the next.
 //! - The component sees only the directories the operator mounted, no
 //!   environment variables and no network. `std::fs` works under the mounts.
+//! - Its settings, the strings the operator wrote for it, are read with
+//!   [`config::get`]; there are none unless the operator wrote some.
 //! - `Outcome::output` is what the model reads: keep it short and actionable.
 //!   `Outcome::details` is structured JSON for programs and user interfaces.
 //!   An `Err` outcome tells the model the call failed; say what to do instead.
@@ -79,6 +81,7 @@
 use serde::de::DeserializeOwned;
 pub use serde_json::{self, Value, json};
 
+pub mod config;
 #[doc(hidden)]
 #[allow(missing_docs, unsafe_code)] // generated ABI glue
 pub mod http;
@@ -90,6 +93,7 @@ pub mod bindings {
         pub_export_macro: true,
         export_macro_name: "__export_toolset",
         default_bindings_module: "toolcage_guest::bindings",
+        with: { "wasi:config/store@0.2.0-rc.1": generate },
     });
 }
 

@@ -10,7 +10,7 @@
 //! an unknown import, a trapping or looping `describe()`, an invalid
 //! descriptor) is skipped with a diagnostic, and the other files still load.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -25,6 +25,8 @@ use crate::sandbox::mount::{self, HeldDir, Mount};
 use crate::sandbox::net::{
     Cidr, Grant, NetPolicy, NetSettings, NetShared, Resolve, SystemResolver,
 };
+use crate::sandbox::secrets::{Injection, InjectionError, Secret, Secrets};
+use crate::sandbox::settings::{self, Settings};
 use crate::sandbox::{self, Files, Grants, Invocation, Observer, Returned, Sandbox, SlotShape};
 use crate::{Error, LoadError};
 
@@ -138,6 +140,8 @@ pub(crate) struct Policy {
     pub net: NetSettings,
     /// What they became when the registry was built.
     pub net_shared: Option<Arc<NetShared>>,
+    /// The secrets injections take their values from.
+    pub secrets: Secrets,
 }
 
 /// What one component gets on top of the defaults.
@@ -147,6 +151,8 @@ pub(crate) struct ComponentPolicy {
     pub mounts: Vec<Mount>,
     pub allow_net: Vec<Grant>,
     pub allow_private: Vec<Cidr>,
+    pub inject: Vec<Injection>,
+    pub settings: BTreeMap<String, String>,
 }
 
 impl Policy {
@@ -195,8 +201,77 @@ impl Policy {
         Some(Arc::new(NetPolicy {
             grants,
             allow_private,
+            injections: own.map(|p| p.inject.clone()).unwrap_or_default(),
+            secrets: self.secrets.clone(),
             shared: self.net_shared.clone()?,
         }))
+    }
+
+    /// The component's settings.
+    fn settings_for(&self, component: &str) -> Arc<Settings> {
+        let map = self
+            .components
+            .get(component)
+            .map(|p| p.settings.clone())
+            .unwrap_or_default();
+        Arc::new(Settings::new(map))
+    }
+
+    /// Refuses a setting that references a secret, an injection whose
+    /// secret is not set, and one no grant of its component lets out.
+    fn check_secrets(&self) -> Result<(), Error> {
+        let secrets = self.secrets.current();
+        for (name, component) in &self.components {
+            for (key, value) in &component.settings {
+                if settings::references_secret(value) {
+                    return Err(Error::InvalidSetting {
+                        what: "component setting",
+                        message: format!(
+                            "{name}.{key}: a secret cannot be a setting, since the tool reads its settings; add it to the tool's requests with an injection ([[components.{name}.network.inject]], RegistryBuilder::component_inject)"
+                        ),
+                    });
+                }
+            }
+            let grants: Vec<&Grant> = self.allow_net.iter().chain(&component.allow_net).collect();
+            for injection in &component.inject {
+                let fail = |reason: String| Error::Injection {
+                    component: name.clone(),
+                    source: InjectionError {
+                        url: injection.url(),
+                        reason,
+                    },
+                };
+                if let Some(missing) = injection.secrets().find(|s| secrets.get(s).is_none()) {
+                    return Err(fail(format!("the secret `{missing}` is not set")));
+                }
+                let (destination, methods) = injection.destination();
+                let granted =
+                    |method: Option<&str>| grants.iter().any(|g| g.allows(&destination, method));
+                let covered = match methods {
+                    None => granted(None),
+                    Some(methods) => methods.iter().all(|m| granted(Some(m))),
+                };
+                // Raw socket traffic is not searched for secrets: a socket to
+                // the injection's host could read back what a request left
+                // there.
+                let raw = grants
+                    .iter()
+                    .find(|g| g.allows_sockets() && g.reaches(&destination.host));
+                if let Some(raw) = raw {
+                    return Err(fail(format!(
+                        "the component may also open raw sockets to {} (`{raw}`), whose traffic toolcage cannot search for secrets; narrow that grant",
+                        destination.host
+                    )));
+                }
+                if !covered {
+                    return Err(fail(format!(
+                        "no network grant of the component allows it; grant `{}` too ([components.{name}.network] allow, or the shared [network] allow)",
+                        injection.url()
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -212,6 +287,11 @@ impl Policy {
 ///   the address or [`allow_private`](Self::allow_private) covers it;
 /// - name lookup: the operating system's ([`SystemResolver`]); TLS roots:
 ///   the web PKI's;
+/// - secrets: none, and no injection ([`secret`](Self::secret),
+///   [`component_inject`](Self::component_inject)); while any are held,
+///   every response a tool receives and everything a call hands back is
+///   redacted of them;
+/// - settings (`wasi:config/store`): none ([`component_setting`](Self::component_setting));
 /// - environment, arguments, stdin: none, and not configurable per tool;
 /// - runtime: one of its own, [`Runtime::new()`], allowing
 ///   [`DEFAULT_MAX_CONCURRENT_CALLS`](crate::DEFAULT_MAX_CONCURRENT_CALLS)
@@ -295,6 +375,48 @@ impl RegistryBuilder {
         self
     }
 
+    /// Holds `secret` for injections ([`component_inject`](Self::component_inject)),
+    /// adding it to the registry's [`Secrets`]. Default: no secrets.
+    pub fn secret(self, secret: Secret) -> Self {
+        self.policy.secrets.set(secret);
+        self
+    }
+
+    /// Takes the secrets from `secrets`, a handle the embedder keeps to
+    /// replace them (a rotated token) while tools run; secrets given with
+    /// [`secret`](Self::secret) before are dropped. Default: a set of the
+    /// registry's own, empty.
+    pub fn secrets(mut self, secrets: Secrets) -> Self {
+        self.policy.secrets = secrets;
+        self
+    }
+
+    /// Adds a secret to the requests of the component named `component`
+    /// that `injection` matches; redacts every secret from what comes back.
+    /// The secrets it uses must be held, and a grant of the component
+    /// ([`allow_net`](Self::allow_net), [`component_allow_net`](Self::component_allow_net))
+    /// must let its URL out, or [`build`](Self::build) fails. Default: none.
+    pub fn component_inject(mut self, component: impl Into<String>, injection: Injection) -> Self {
+        self.component(component).inject.push(injection);
+        self
+    }
+
+    /// Sets `key` to `value` in the settings the component named `component`
+    /// reads through `wasi:config/store`. Not for secrets: a value that
+    /// references one (`{{ secrets.NAME }}`) fails [`build`](Self::build).
+    /// Default: no settings.
+    pub fn component_setting(
+        mut self,
+        component: impl Into<String>,
+        key: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Self {
+        self.component(component)
+            .settings
+            .insert(key.into(), value.into());
+        self
+    }
+
     /// Resolves the names tools' requests go to with `resolver`. Default:
     /// [`SystemResolver`], the operating system's.
     pub fn resolver(mut self, resolver: impl Resolve) -> Self {
@@ -315,6 +437,7 @@ impl RegistryBuilder {
     /// native code there that toolcage would run.
     pub fn build(self) -> Result<Registry, Error> {
         let mut policy = self.policy;
+        policy.check_secrets()?;
         let runtime = match self.runtime {
             Some(runtime) => runtime,
             None => Runtime::new()?,
@@ -353,6 +476,12 @@ impl RegistryBuilder {
 }
 
 impl Registry {
+    /// The secrets injections take their values from: replace them here
+    /// (a rotated token) and the next request uses the new values.
+    pub fn secrets(&self) -> &Secrets {
+        &self.policy.secrets
+    }
+
     /// A builder that grants nothing: see [`RegistryBuilder`].
     pub fn builder() -> RegistryBuilder {
         RegistryBuilder::default()
@@ -512,6 +641,8 @@ impl Registry {
                 limits,
                 mounts: Vec::new(),
                 network: None,
+                settings: self.policy.settings_for(&name),
+                secrets: self.policy.secrets.clone(),
             },
             files: None,
             runtime: self.runtime.clone(),
@@ -556,9 +687,15 @@ impl Registry {
             limits,
             mounts: self.policy.mounts_for(&name),
             network: self.policy.network_for(&name),
+            settings: self.policy.settings_for(&name),
+            secrets: self.policy.secrets.clone(),
         };
         let grants_hash = blake3::hash(
-            format!("{:?}{:?}{:?}", grants.limits, grants.mounts, grants.network).as_bytes(),
+            format!(
+                "{:?}{:?}{:?}{:?}",
+                grants.limits, grants.mounts, grants.network, grants.settings
+            )
+            .as_bytes(),
         )
         .to_hex()
         .to_string();

@@ -191,7 +191,7 @@ mod tests {
         assert_eq!(
             mapped["_meta"][CALL_META_KEY],
             json!({ "error_kind": null, "duration_ms": 1.5, "fuel_used": 42,
-                    "net": { "requests": 0, "denied": 0, "bytes_out": 0, "bytes_in": 0 } })
+                    "net": { "requests": 0, "denied": 0, "bytes_out": 0, "bytes_in": 0, "redactions": 0 } })
         );
     }
 

@@ -54,7 +54,8 @@ pub(crate) fn compile(
 /// `wasmtime_wasi::p2::add_to_linker_async` provides them (the sockets
 /// checked against the grants, `ip-name-lookup` replaced by toolcage's:
 /// `net::sockets`), outgoing `wasi:http` (every request goes through
-/// `net::Egress`), and toolcage's host interface.
+/// `net::Egress`), read-only `wasi:config/store` (the component's settings)
+/// and toolcage's host interface.
 const PROVIDED: &[&str] = &[
     "wasi:cli/environment",
     "wasi:cli/exit",
@@ -68,6 +69,7 @@ const PROVIDED: &[&str] = &[
     "wasi:cli/terminal-stderr",
     "wasi:clocks/monotonic-clock",
     "wasi:clocks/wall-clock",
+    "wasi:config/store",
     "wasi:filesystem/preopens",
     "wasi:filesystem/types",
     "wasi:http/outgoing-handler",

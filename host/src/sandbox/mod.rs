@@ -18,6 +18,8 @@ pub(crate) mod limits;
 pub(crate) mod mount;
 pub(crate) mod net;
 pub(crate) mod outcome;
+pub(crate) mod secrets;
+pub(crate) mod settings;
 mod store;
 
 pub(crate) use store::{

@@ -32,13 +32,16 @@ use wasmtime_wasi::filesystem::WasiFilesystemCtx;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::bindings::{Level, ToolsetPre, WitDescriptor, WitOutcome, toolcage};
+use super::bindings::{Level, ToolsetPre, WitDescriptor, WitOutcome, config_store, toolcage};
 use super::engine::Runtime;
 use super::limits::Limits;
 use super::mount::{HeldDir, Mount};
 use super::net::sockets::{LookupView, Sockets};
 use super::net::{Egress, Meter, NetPolicy, NetUsage};
 use super::outcome::{CancelToken, GuestEvent, LogLevel, Logs};
+use super::secrets::Secrets;
+use super::secrets::redact::Redactor;
+use super::settings::Settings;
 use crate::{Error, ErrorKind};
 
 /// The most `log` lines and `progress` reports a call may make; later ones
@@ -94,6 +97,9 @@ pub(crate) struct Ran {
     pub memory_refused: bool,
     /// What the run used of the network.
     pub net: NetUsage,
+    /// What redacts the operator's secrets, when there are any: for what
+    /// the caller makes of the outcome.
+    pub redactor: Option<Arc<Redactor>>,
 }
 
 /// Where the guest's `log` and `progress` go, and what they are tagged with.
@@ -112,6 +118,9 @@ pub(crate) struct CallState {
     limiter: MemoryLimiter,
     observer: Observer,
     guest_events: usize,
+    settings: Arc<Settings>,
+    redactor: Option<Arc<Redactor>>,
+    meter: Arc<Meter>,
 }
 
 impl WasiView for CallState {
@@ -143,12 +152,23 @@ impl WasiHttpView for CallState {
     }
 }
 
+/// `wasi:config/store`: the component's settings, read-only.
+impl config_store::Host for CallState {
+    fn get(&mut self, key: String) -> Result<Option<String>, config_store::Error> {
+        Ok(self.settings.get(&key))
+    }
+
+    fn get_all(&mut self) -> Result<Vec<(String, String)>, config_store::Error> {
+        Ok(self.settings.all())
+    }
+}
+
 impl toolcage::tool::host::Host for CallState {
     fn log(&mut self, level: Level, message: String) {
         if !self.admit_event() {
             return;
         }
-        let message = truncate(message, MAX_EVENT_MESSAGE);
+        let message = truncate(self.redacted(message), MAX_EVENT_MESSAGE);
         match level {
             Level::Trace => {
                 tracing::trace!(target: "toolcage::guest", "{}", message.escape_debug())
@@ -178,7 +198,7 @@ impl toolcage::tool::host::Host for CallState {
         if !self.admit_event() {
             return;
         }
-        let message = truncate(message, MAX_EVENT_MESSAGE);
+        let message = truncate(self.redacted(message), MAX_EVENT_MESSAGE);
         let fraction = fraction
             .filter(|f| f.is_finite())
             .map(|f| f.clamp(0.0, 1.0));
@@ -190,6 +210,11 @@ impl toolcage::tool::host::Host for CallState {
 }
 
 impl CallState {
+    /// `message` with the operator's secrets redacted (and counted).
+    fn redacted(&self, message: String) -> String {
+        redacted(self.redactor.as_deref(), &self.meter, message)
+    }
+
     fn admit_event(&mut self) -> bool {
         self.guest_events += 1;
         if self.guest_events == MAX_GUEST_EVENTS + 1 {
@@ -198,6 +223,17 @@ impl CallState {
             );
         }
         self.guest_events <= MAX_GUEST_EVENTS
+    }
+}
+
+/// `text` with the secrets `redactor` knows replaced, counted on `meter`.
+fn redacted(redactor: Option<&Redactor>, meter: &Meter, text: String) -> String {
+    match redactor.map(|r| r.text(&text)) {
+        Some((std::borrow::Cow::Owned(redacted), n)) => {
+            meter.redacted(n);
+            redacted
+        }
+        _ => text,
     }
 }
 
@@ -307,6 +343,10 @@ pub(crate) struct Grants {
     pub mounts: Vec<Mount>,
     /// What the component may reach on the network; `None`: nothing.
     pub network: Option<Arc<NetPolicy>>,
+    /// What `wasi:config/store` serves it; empty by default.
+    pub settings: Arc<Settings>,
+    /// The operator's secrets: redacted from what the call hands back.
+    pub secrets: Secrets,
 }
 
 /// The size of a pool slot: what the limits allow one instance. Components
@@ -432,6 +472,7 @@ pub(crate) async fn run(
         fuel_left: Arc::new(AtomicU64::new(fuel_budget)),
         memory_refused: Arc::default(),
         meter: Arc::default(),
+        redactor: sandbox.grants.secrets.current().redactor().cloned(),
         deadline,
     };
     let loading = matches!(invocation, Invocation::Describe);
@@ -461,17 +502,23 @@ pub(crate) async fn run(
     // connections are closed before its outcome is reported.
     run.meter.end();
     run.meter.closed(CONNECTIONS_GRACE).await;
+    let logs = Logs {
+        stdout: run
+            .stdout
+            .redacted_text(run.redactor.as_deref(), &run.meter),
+        stderr: run
+            .stderr
+            .redacted_text(run.redactor.as_deref(), &run.meter),
+        truncated: run.stdout.truncated() || run.stderr.truncated(),
+    };
     Ran {
         result,
         fuel_used: fuel_budget - run.fuel_left.load(Ordering::Relaxed),
         duration: started.elapsed(),
-        logs: Logs {
-            stdout: run.stdout.text(),
-            stderr: run.stderr.text(),
-            truncated: run.stdout.truncated() || run.stderr.truncated(),
-        },
+        logs,
         memory_refused: run.memory_refused.load(Ordering::Relaxed),
         net: run.meter.usage(),
+        redactor: run.redactor,
     }
 }
 
@@ -483,6 +530,8 @@ struct Run {
     fuel_left: Arc<AtomicU64>,
     memory_refused: Arc<AtomicBool>,
     meter: Arc<Meter>,
+    /// What redacts the operator's secrets from what the call hands back.
+    redactor: Option<Arc<Redactor>>,
     deadline: Instant,
 }
 
@@ -667,7 +716,9 @@ fn new_store(
     // events, as the guest's own lines do.
     let notes = {
         let (stderr, observer) = (run.stderr.clone(), observer.clone());
+        let (redactor, meter) = (run.redactor.clone(), run.meter.clone());
         Arc::new(move |message: String| {
+            let message = redacted(redactor.as_deref(), &meter, message);
             stderr.append_line(&message);
             if let Some(events) = &observer.events {
                 events(GuestEvent::Log {
@@ -701,6 +752,9 @@ fn new_store(
         limiter: MemoryLimiter::new(limits.memory_bytes),
         observer,
         guest_events: 0,
+        settings: sandbox.grants.settings.clone(),
+        redactor: run.redactor.clone(),
+        meter: run.meter.clone(),
     };
     let mut store = Store::new(sandbox.pre.engine(), state);
     store.limiter(|state| &mut state.limiter);
@@ -817,6 +871,21 @@ impl CappedPipe {
 
     fn text(&self) -> String {
         String::from_utf8_lossy(&self.lock().bytes).into_owned()
+    }
+
+    /// The text with the secrets `redactor` knows replaced, counted on
+    /// `meter`: also a secret's start where the stream was cut.
+    fn redacted_text(&self, redactor: Option<&Redactor>, meter: &Meter) -> String {
+        let text = self.text();
+        match redactor {
+            None => text,
+            Some(redactor) if self.truncated() => {
+                let (text, n) = redactor.cut_text(&text);
+                meter.redacted(n);
+                text
+            }
+            Some(redactor) => redacted(Some(redactor), meter, text),
+        }
     }
 
     /// Appends `line` and a newline, as far as the capacity allows.

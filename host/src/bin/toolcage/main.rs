@@ -297,8 +297,8 @@ impl Settings {
         })
     }
 
-    fn builder(&self) -> toolcage::RegistryBuilder {
-        let mut builder = self.config.registry_builder(&self.limits);
+    fn builder(&self) -> Result<toolcage::RegistryBuilder, toolcage::Error> {
+        let mut builder = self.config.registry_builder(&self.limits)?;
         for mount in &self.mounts {
             builder = builder.mount(mount.clone());
         }
@@ -311,7 +311,7 @@ impl Settings {
         if let Some(ca_file) = &self.ca_file {
             builder = builder.ca_file(ca_file.clone());
         }
-        builder
+        Ok(builder)
     }
 
     /// The registry: bundled tools first, then every tools directory in
@@ -322,7 +322,7 @@ impl Settings {
 
     /// [`Settings::registry`], on `runtime`.
     async fn registry_on(&self, runtime: &Runtime) -> anyhow::Result<Registry> {
-        let mut registry = self.builder().runtime(runtime).build()?;
+        let mut registry = self.builder()?.runtime(runtime).build()?;
         noting_slow_loads(async {
             if self.bundled {
                 print::diagnostics(&load_bundled(&mut registry).await);
@@ -341,7 +341,7 @@ impl Settings {
     /// The registry of [`Settings::registry`], on `runtime`, with its tools
     /// directories live: they can be reloaded or watched.
     async fn live_registry_on(&self, runtime: &Runtime) -> anyhow::Result<LiveRegistry> {
-        let mut base = self.builder().runtime(runtime).build()?;
+        let mut base = self.builder()?.runtime(runtime).build()?;
         let live = noting_slow_loads(async {
             if self.bundled {
                 print::diagnostics(&load_bundled(&mut base).await);
@@ -446,7 +446,7 @@ async fn check(settings: &Settings, files: &[PathBuf], json: bool) -> anyhow::Re
     let runtime = runtime()?;
     let mut reports = Vec::with_capacity(files.len());
     for file in files {
-        let mut registry = settings.builder().runtime(&runtime).build()?;
+        let mut registry = settings.builder()?.runtime(&runtime).build()?;
         let report = noting_slow_loads(registry.load_file(file)).await;
         let tools = registry.tools().cloned().collect::<Vec<_>>();
         reports.push((report, tools));

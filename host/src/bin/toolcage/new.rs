@@ -20,8 +20,8 @@ pub enum Lang {
 }
 
 const WIT: &str = include_str!("../../../../wit/toolcage.wit");
-/// The WASI WIT that `world toolset-http` imports `wasi:http` from.
-const WIT_DEPS: [(&str, &str); 8] = [
+/// The WASI WIT that the worlds import `wasi:config` and `wasi:http` from.
+const WIT_DEPS: [(&str, &str); 9] = [
     (
         "wit/deps/README.md",
         include_str!("../../../../wit/deps/README.md"),
@@ -33,6 +33,10 @@ const WIT_DEPS: [(&str, &str); 8] = [
     (
         "wit/deps/clocks.wit",
         include_str!("../../../../wit/deps/clocks.wit"),
+    ),
+    (
+        "wit/deps/config.wit",
+        include_str!("../../../../wit/deps/config.wit"),
     ),
     (
         "wit/deps/filesystem.wit",
@@ -56,6 +60,7 @@ const WIT_DEPS: [(&str, &str); 8] = [
     ),
 ];
 const RUST_SDK: &str = include_str!("../../../../guest-tools/sdk/src/lib.rs");
+const RUST_SDK_CONFIG: &str = include_str!("../../../../guest-tools/sdk/src/config.rs");
 const RUST_SDK_HTTP: &str = include_str!("../../../../guest-tools/sdk/src/http.rs");
 const PYTHON_SDK: &str = include_str!("../../../../guest-tools/python/toolcage.py");
 const JS_SDK: &str = include_str!("../../../../guest-tools/js/toolcage.js");
@@ -117,6 +122,7 @@ pub fn run(name: &str, lang: Lang, parent: &Path) -> anyhow::Result<()> {
                     // The vendored SDK finds the WIT one level up.
                     RUST_SDK.replace("path: \"../../wit\"", "path: \"../wit\""),
                 ),
+                ("toolcage-guest/src/config.rs", RUST_SDK_CONFIG.to_string()),
                 ("toolcage-guest/src/http.rs", RUST_SDK_HTTP.to_string()),
             ]);
             (
@@ -172,6 +178,9 @@ pub fn run(name: &str, lang: Lang, parent: &Path) -> anyhow::Result<()> {
     println!("created {name}/, a {language} tool project");
     println!("build it: {build}");
     println!("call it:  toolcage --tools {tools_dir} call {name} '{{\"text\": \"a b a\"}}'");
+    println!(
+        "settings: it reads default_top (the `top` of a call that gives none) from [components.{file}.config] in toolcage.toml"
+    );
     Ok(())
 }
 

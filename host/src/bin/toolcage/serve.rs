@@ -2,7 +2,7 @@
 //! gracefully by SIGTERM or SIGINT (and, on stdio, by the end of stdin):
 //! calls in flight finish and their results go out first. With `--watch`
 //! the tools directories are watched; SIGHUP re-reads the config file (its
-//! permissions apply at once) and reloads the directories.
+//! permissions and secrets apply at once) and reloads the directories.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -165,8 +165,8 @@ fn summary(report: &ReloadReport) -> String {
 
 /// On SIGHUP: re-reads the config file, then reloads the tools directories.
 /// A config that does not parse is refused and the previous one keeps
-/// serving. The new permissions apply at once; changed directories, limits
-/// or mounts take a restart (the grants of running tools never change
+/// serving. The new permissions and secret values apply at once; changed
+/// directories, limits, mounts, grants or injections take a restart (the grants of running tools never change
 /// under them).
 async fn reload_on_hangup(
     mut hangups: Signal,
@@ -182,8 +182,10 @@ async fn reload_on_hangup(
                     "SIGHUP: config refused, the previous one keeps serving: {error}"
                 )),
                 Ok(new) => {
+                    reread_secrets(&registry, &config, &new);
                     let same_grants = Config {
                         permissions: config.permissions.clone(),
+                        secrets: config.secrets.clone(),
                         ..new.clone()
                     } == config;
                     if !same_grants {
@@ -206,6 +208,38 @@ async fn reload_on_hangup(
             }
         }
     }
+}
+
+/// Replaces the secrets with the values `new` names, read now (a rotated
+/// token), unless one cannot be read or one the running injections use is
+/// gone: then the previous secrets stay.
+fn reread_secrets(registry: &LiveRegistry, running: &Config, new: &Config) {
+    if running.secrets.is_empty() && new.secrets.is_empty() {
+        return;
+    }
+    let secrets = match new.read_secrets() {
+        Ok(secrets) => secrets,
+        Err(error) => {
+            return say(&format!(
+                "SIGHUP: secrets refused, the previous ones stay: {error}"
+            ));
+        }
+    };
+    for (component, settings) in &running.components {
+        for injection in &settings.network.inject {
+            if let Some(gone) = injection
+                .secrets()
+                .find(|name| !secrets.iter().any(|s| s.name() == *name))
+            {
+                return say(&format!(
+                    "SIGHUP: secrets refused, the previous ones stay: `{gone}` is used by an injection of component `{component}` (changed injections take effect at the next restart)"
+                ));
+            }
+        }
+    }
+    let names: Vec<&str> = secrets.iter().map(|s| s.name()).collect();
+    say(&format!("SIGHUP: secrets re-read: {}", names.join(", ")));
+    registry.current().secrets().replace(secrets);
 }
 
 /// Cancels `shutdown` on SIGTERM or SIGINT.

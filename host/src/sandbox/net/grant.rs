@@ -263,6 +263,52 @@ impl Grant {
 }
 
 impl Grant {
+    /// The origin this grant names exactly: `http` or `https`, a name or an
+    /// IP literal (no wildcard, no range), a port or the scheme's default.
+    pub(crate) fn exact_origin(&self) -> Result<(Scheme, Host, u16), &'static str> {
+        let scheme = match self.scheme {
+            Some(scheme @ (Scheme::Http | Scheme::Https)) => scheme,
+            _ => return Err("the scheme must be http or https"),
+        };
+        let host = match &self.host {
+            HostPattern::Name(name) => Host::Name(name.clone()),
+            HostPattern::Ip(ip) => Host::Ip(*ip),
+            _ => {
+                return Err(
+                    "the host must be one name or one IP address, not a wildcard or a range",
+                );
+            }
+        };
+        let port = match self.port {
+            PortPattern::Exact(port) => port,
+            PortPattern::Default => scheme.default_port().unwrap_or_default(),
+            PortPattern::Any => return Err("the port must be a number, not *"),
+        };
+        Ok((scheme, host, port))
+    }
+
+    /// The path prefix, if the grant has one.
+    pub(crate) fn path_prefix(&self) -> Option<&str> {
+        self.path.as_deref()
+    }
+
+    /// The methods the grant is limited to, if it is.
+    pub(crate) fn method_list(&self) -> Option<&[String]> {
+        self.methods.as_deref()
+    }
+
+    /// Whether this grant lets raw TCP or UDP sockets out (a socket always
+    /// names its port, so a grant without one never matches it).
+    pub(crate) fn allows_sockets(&self) -> bool {
+        (self.for_scheme(Scheme::Tcp) || self.for_scheme(Scheme::Udp))
+            && self.port != PortPattern::Default
+    }
+
+    /// Whether this grant reaches `host` (whatever the scheme and port).
+    pub(crate) fn reaches(&self, host: &Host) -> bool {
+        self.host.matches(host)
+    }
+
     /// Whether a lookup of `name` is something this grant could need.
     pub(crate) fn covers_name(&self, name: &str) -> bool {
         self.host.matches(&Host::Name(name.to_string()))

@@ -45,6 +45,7 @@ pub use resolve::{Lookup, Resolve, SystemResolver};
 use grant::{Destination, Host, Scheme};
 
 use super::limits::Limits;
+use super::secrets::{Injection, Secrets};
 use super::store::truncate;
 
 /// The most refusals a call's logs note; later ones are counted in one last
@@ -74,6 +75,11 @@ pub struct NetUsage {
     pub bytes_out: u64,
     /// Response body bytes received.
     pub bytes_in: u64,
+    /// Secrets replaced with `[redacted secret NAME]`: in responses the tool
+    /// received, and in what the call handed back (output, details, logs,
+    /// progress, stdout, stderr). Anything above 0 in the second place means
+    /// the tool got hold of a secret another way and tried to pass it on.
+    pub redactions: u64,
     /// The first network budget the call breached, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<NetLimit>,
@@ -140,6 +146,7 @@ pub(crate) struct Meter {
     denied: AtomicU64,
     bytes_out: AtomicU64,
     bytes_in: AtomicU64,
+    redactions: AtomicU64,
     open: AtomicUsize,
     /// 1 + the index in [`NetLimit::ALL`] of the first breach; 0 for none.
     limit: AtomicU8,
@@ -158,6 +165,13 @@ impl Meter {
         let _ = self
             .limit
             .compare_exchange(0, index + 1, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Counts `n` secrets redacted.
+    pub(crate) fn redacted(&self, n: u64) {
+        if n > 0 {
+            self.redactions.fetch_add(n, Ordering::AcqRel);
+        }
     }
 
     /// Ends the call's network work: requests still being sent and
@@ -212,6 +226,7 @@ impl Meter {
             denied: self.denied.load(Ordering::Acquire),
             bytes_out: self.bytes_out.load(Ordering::Acquire),
             bytes_in: self.bytes_in.load(Ordering::Acquire),
+            redactions: self.redactions.load(Ordering::Acquire),
             limit: match self.limit.load(Ordering::Acquire) {
                 0 => None,
                 n => NetLimit::ALL.get(usize::from(n) - 1).copied(),
@@ -221,10 +236,13 @@ impl Meter {
 }
 
 /// What a component may reach: its grants, and the ranges its granted names
-/// may resolve into; with what every component shares.
+/// may resolve into; the secrets its requests carry; with what every
+/// component shares.
 pub(crate) struct NetPolicy {
     pub grants: Vec<Grant>,
     pub allow_private: Vec<Cidr>,
+    pub injections: Vec<Injection>,
+    pub secrets: Secrets,
     pub shared: Arc<NetShared>,
 }
 
@@ -233,6 +251,8 @@ impl std::fmt::Debug for NetPolicy {
         f.debug_struct("NetPolicy")
             .field("grants", &self.grants)
             .field("allow_private", &self.allow_private)
+            .field("injections", &self.injections)
+            .field("secrets", &self.secrets)
             .finish_non_exhaustive()
     }
 }
@@ -504,6 +524,42 @@ impl WasiHttpHooks for Egress {
             );
             return self.refuse(&what, &why, Error::DestinationIpProhibited);
         }
+        // The operator's credentials, where an injection matches; and the
+        // response's redaction.
+        let mut request = request;
+        let secrets = policy.secrets.current();
+        let overridden = override_header.is_some();
+        for injection in &policy.injections {
+            if !injection.applies(&destination, &method, overridden) {
+                continue;
+            }
+            match injection.render(&secrets) {
+                // Replaces whatever the guest set, every value of it.
+                Ok((name, value)) => {
+                    request.headers_mut().insert(name, value);
+                }
+                Err(missing) => {
+                    let why = format!(
+                        "its {} header needs the secret `{missing}`, which is not set (the operator's secrets changed since the start?)",
+                        injection.header()
+                    );
+                    return self.refuse(&what, &why, Error::HttpRequestDenied);
+                }
+            }
+        }
+        // Compressed bytes cannot be searched for secrets: a response from
+        // an origin that receives secrets must come unencoded.
+        let identity_only = policy
+            .injections
+            .iter()
+            .any(|injection| injection.same_origin(&destination));
+        if identity_only {
+            request.headers_mut().insert(
+                http::header::ACCEPT_ENCODING,
+                http::HeaderValue::from_static("identity"),
+            );
+        }
+        let redactor = secrets.redactor().cloned();
         // The request head counts against the bytes a call may send.
         let head = head_bytes(&request, &path);
         let before = self.meter.bytes_out.fetch_add(head, Ordering::AcqRel);
@@ -534,7 +590,6 @@ impl WasiHttpHooks for Egress {
             return self.refuse(&what, &why, Error::HttpRequestDenied);
         }
         tracing::debug!(target: "toolcage::net", "{} {destination}{path}", method);
-        let mut request = request;
         if uri.path_and_query().map(|p| p.as_str()) != Some(path.as_str()) {
             let mut parts = uri.into_parts();
             parts.path_and_query = path.parse().ok();
@@ -556,10 +611,30 @@ impl WasiHttpHooks for Egress {
             notes: self.notes.clone(),
             deadline: self.deadline,
             what,
+            identity_only,
+            redactor,
         };
+        let (notes, what) = (self.notes.clone(), outgoing.what.clone());
         Box::new(async move {
-            let (response, io) = send::send(outgoing, request).await?;
-            Ok((response, io))
+            use futures::FutureExt as _;
+            // A bug in the sender (or a panicking resolver of the embedder's)
+            // fails this request, not the call or the host. The panic's own
+            // message went to the panic hook; nothing here formats a
+            // request, so no secret is in it.
+            match std::panic::AssertUnwindSafe(send::send(outgoing, request))
+                .catch_unwind()
+                .await
+            {
+                Ok(sent) => sent,
+                Err(_) => {
+                    notes(format!(
+                        "toolcage: {what} failed: toolcage's HTTP sender panicked (a bug; the host's stderr has the panic)"
+                    ));
+                    Err(Error::InternalError(Some(
+                        "toolcage's HTTP sender panicked".into(),
+                    )))
+                }
+            }
         })
     }
 }

@@ -29,6 +29,7 @@ use wasmtime_wasi_http::{Error, WasiBody};
 
 use super::grant::{Destination, Host, Scheme};
 use super::{Budget, Meter, NetLimit, NetPolicy, Notes, address};
+use crate::sandbox::secrets::redact::{self, Redactor};
 
 /// Where a request goes, checked against the grants, not yet resolved; and
 /// what it is sent within.
@@ -47,6 +48,11 @@ pub(super) struct Outgoing {
     pub connect_timeout: Duration,
     pub first_byte_timeout: Duration,
     pub between_bytes_timeout: Duration,
+    /// Whether the response must come unencoded (its origin receives
+    /// secrets).
+    pub identity_only: bool,
+    /// What redacts the response, when the operator holds secrets.
+    pub redactor: Option<Arc<Redactor>>,
 }
 
 /// What [`send`] hands back: the response, and the connection's future.
@@ -228,12 +234,16 @@ where
         .await
         .map_err(Error::Hyper)?;
     let Outgoing {
+        what,
         destination,
         meter,
+        notes,
         budget,
         deadline,
         first_byte_timeout,
         between_bytes_timeout,
+        identity_only,
+        redactor,
         ..
     } = out;
     let (mut parts, body) = request.into_parts();
@@ -294,17 +304,40 @@ where
         .await?
     };
     tracing::debug!(target: "toolcage::net", %destination, status = response.status().as_u16(), "response");
-    let response = response.map(|incoming| {
-        Metered {
-            inner: incoming.map_err(Error::Hyper),
-            meter: meter.clone(),
-            direction: Direction::In,
-            budget,
-            stall: Some(Stall::new(between_bytes_timeout, deadline)),
-            activity: None,
+    let (mut head, incoming) = response.into_parts();
+    if identity_only && let Some(coding) = encoded(&head.headers) {
+        notes(format!(
+            "toolcage: {what} failed: the response came {coding}-encoded, but a response from an origin that receives secrets must come unencoded, so that it can be searched for them"
+        ));
+        return Err(Error::HttpResponseContentCoding(Some(coding)));
+    }
+    let body = Metered {
+        inner: incoming.map_err(Error::Hyper),
+        meter: meter.clone(),
+        direction: Direction::In,
+        budget,
+        stall: Some(Stall::new(between_bytes_timeout, deadline)),
+        activity: None,
+    };
+    let body = match redactor {
+        None => body.boxed_unsync(),
+        Some(redactor) => {
+            meter.redacted(redact_headers(&redactor, &mut head.headers));
+            // Redaction changes the body's length.
+            head.headers.remove(http::header::CONTENT_LENGTH);
+            Redacting {
+                inner: body,
+                stream: redact::Stream::new(redactor.clone()),
+                redactor,
+                meter: meter.clone(),
+                next: None,
+                trailers: None,
+                finished: false,
+            }
+            .boxed_unsync()
         }
-        .boxed_unsync()
-    });
+    };
+    let response = http::Response::from_parts(head, body);
     let io = async move {
         let _open = open;
         let Some(connection) = connection else {
@@ -507,6 +540,130 @@ where
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// The content or transfer coding of a response other than identity (and
+/// chunked framing), if any.
+fn encoded(headers: &http::HeaderMap) -> Option<String> {
+    headers
+        .get_all(http::header::CONTENT_ENCODING)
+        .iter()
+        .chain(headers.get_all(http::header::TRANSFER_ENCODING))
+        .flat_map(|value| {
+            String::from_utf8_lossy(value.as_bytes())
+                .split(',')
+                .map(|c| c.trim().to_ascii_lowercase())
+                .collect::<Vec<_>>()
+        })
+        .find(|c| !c.is_empty() && c != "identity" && c != "chunked")
+}
+
+/// Redacts every header's value, and any name that holds a secret (renamed
+/// `x-redacted-secret`); returns how many were replaced.
+fn redact_headers(redactor: &Redactor, headers: &mut http::HeaderMap) -> u64 {
+    let mut count = 0;
+    let mut renamed = Vec::new();
+    for (name, value) in headers.iter_mut() {
+        if let (std::borrow::Cow::Owned(redacted), n) = redactor.bytes(value.as_bytes()) {
+            count += n;
+            *value = http::HeaderValue::from_bytes(&redacted)
+                .unwrap_or_else(|_| http::HeaderValue::from_static("[redacted secret]"));
+        }
+        if let (std::borrow::Cow::Owned(_), n) = redactor.bytes(name.as_str().as_bytes()) {
+            count += n;
+            renamed.push(name.clone());
+        }
+    }
+    for name in renamed {
+        let values: Vec<_> = headers.get_all(&name).iter().cloned().collect();
+        headers.remove(&name);
+        for value in values {
+            headers.append("x-redacted-secret", value);
+        }
+    }
+    count
+}
+
+/// A response body with every secret replaced as it streams (see
+/// [`redact`]).
+struct Redacting<B> {
+    inner: B,
+    stream: redact::Stream,
+    redactor: Arc<Redactor>,
+    meter: Arc<Meter>,
+    /// The second piece of a chunk, sent next.
+    next: Option<Bytes>,
+    /// Trailers, sent after what the stream held back.
+    trailers: Option<Frame<Bytes>>,
+    finished: bool,
+}
+
+impl<B> Body for Redacting<B>
+where
+    B: Body<Data = Bytes, Error = Error> + Unpin,
+{
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        let this = &mut *self;
+        if let Some(next) = this.next.take() {
+            return Poll::Ready(Some(Ok(Frame::data(next))));
+        }
+        loop {
+            if this.finished {
+                return Poll::Ready(this.trailers.take().map(Ok));
+            }
+            let frame = match std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                Some(Ok(frame)) => frame,
+                Some(Err(error)) => return Poll::Ready(Some(Err(error))),
+                None => {
+                    this.finished = true;
+                    let (rest, n) = this.stream.finish();
+                    this.meter.redacted(n);
+                    if rest.is_empty() {
+                        return Poll::Ready(None);
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(rest))));
+                }
+            };
+            match frame.into_data() {
+                Ok(data) => {
+                    let ([first, second], n) = this.stream.push(&data);
+                    this.meter.redacted(n);
+                    match (first.is_empty(), second.is_empty()) {
+                        (true, true) => {}
+                        (false, true) => return Poll::Ready(Some(Ok(Frame::data(first)))),
+                        (true, false) => return Poll::Ready(Some(Ok(Frame::data(second)))),
+                        (false, false) => {
+                            this.next = Some(second);
+                            return Poll::Ready(Some(Ok(Frame::data(first))));
+                        }
+                    }
+                }
+                Err(frame) => {
+                    this.finished = true;
+                    if let Ok(mut trailers) = frame.into_trailers() {
+                        let n = redact_headers(&this.redactor, &mut trailers);
+                        this.meter.redacted(n);
+                        this.trailers = Some(Frame::trailers(trailers));
+                    }
+                    let (rest, n) = this.stream.finish();
+                    this.meter.redacted(n);
+                    if !rest.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(rest))));
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.finished && self.trailers.is_none() && self.next.is_none()
     }
 }
 

@@ -1,16 +1,25 @@
 """The `{name}` tool. Build it with ./build.sh, test its logic with
 `python3 test_app.py`. To reach the network, `from toolcage import http` and
 `http.get(url)`: requests go only where the operator grants (`--allow-net`,
-or `[network] allow` in toolcage.toml)."""
+or `[network] allow` in toolcage.toml).
 
-from toolcage import Tool, ToolError, tool
+Settings, the strings an operator writes for this component under
+`[components.{file}.config]` in toolcage.toml, are read with `config.get`:
+here `default_top`, the `top` of a call that gives none
+(`default_top = "5"`)."""
+
+from typing import Optional
+
+from toolcage import Tool, ToolError, config, tool
 
 __all__ = ["Tool"]  # the component's export
 
 
 @tool(name="{name}", read_only=True, idempotent=True)
-def {function}(text: str, top: int = 3) -> dict:
+def {function}(text: str, top: Optional[int] = None) -> dict:
     """Counts the words of `text` and lists the `top` most frequent."""
+    if top is None:
+        top = default_top(config.get("default_top"))
     if top < 1:
         raise ToolError("`top` must be at least 1")
     counts: dict[str, int] = {}
@@ -18,3 +27,19 @@ def {function}(text: str, top: int = 3) -> dict:
         counts[word] = counts.get(word, 0) + 1
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     return {"words": sum(counts.values()), "top": ranked[:top]}
+
+
+def default_top(setting: Optional[str]) -> int:
+    """`top` when a call gives none: the `default_top` setting, else 3."""
+    if setting is None:
+        return 3
+    try:
+        top = int(setting)
+    except ValueError:
+        top = 0
+    if top < 1:
+        raise ToolError(
+            f"the setting `default_top` is {setting!r}, not a whole number of at "
+            "least 1: pass `top`, or ask the operator to fix it"
+        )
+    return top

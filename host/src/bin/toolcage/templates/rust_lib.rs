@@ -7,20 +7,20 @@
 //! requests go only where the operator grants (`--allow-net`, or
 //! `[network] allow` in toolcage.toml), and a refusal says which grant is
 //! missing.
+//!
+//! Settings, the strings an operator writes for this component under
+//! `[components.{file}.config]` in toolcage.toml, are read with
+//! `toolcage_guest::config`: here `default_top`, the `top` of a call that
+//! gives none (`default_top = "5"`).
 
-use toolcage_guest::{Descriptor, Outcome, Tool, Value, json, parse_args};
+use toolcage_guest::{Descriptor, Outcome, Tool, Value, config, json, parse_args};
 
 struct WordCount;
 
 #[derive(serde::Deserialize)]
 struct Args {
     text: String,
-    #[serde(default = "three")]
-    top: usize,
-}
-
-fn three() -> usize {
-    3
+    top: Option<usize>,
 }
 
 impl Tool for WordCount {
@@ -33,7 +33,7 @@ impl Tool for WordCount {
             "type": "object",
             "properties": {
                 "text": { "type": "string" },
-                "top": { "type": "integer", "minimum": 1, "default": 3 }
+                "top": { "type": "integer", "minimum": 1 }
             },
             "required": ["text"],
             "additionalProperties": false
@@ -44,9 +44,26 @@ impl Tool for WordCount {
 
     fn call(args: Value) -> Result<Outcome, Outcome> {
         let Args { text, top } = parse_args(args)?;
+        let top = match top {
+            Some(top) => top,
+            // Settings are read here, in the component: a native test has
+            // no host to ask, so it tests `default_top` with a value.
+            None => default_top(config::get("default_top")?.as_deref()).map_err(Outcome::text)?,
+        };
         let (words, ranked) = count(&text, top);
         let details = json!({ "words": words, "top": ranked });
         Ok(Outcome::text(details.to_string()).with_details(details))
+    }
+}
+
+/// `top` when a call gives none: the `default_top` setting, else 3.
+fn default_top(setting: Option<&str>) -> Result<usize, String> {
+    match setting.map(str::parse::<usize>) {
+        None => Ok(3),
+        Some(Ok(top)) if top >= 1 => Ok(top),
+        Some(_) => Err(format!(
+            "The setting `default_top` is {setting:?}, not a whole number of at least 1: pass `top`, or ask the operator to fix it."
+        )),
     }
 }
 
@@ -72,5 +89,14 @@ mod tests {
         let (words, top) = super::count("a b A", 1);
         assert_eq!(words, 3);
         assert_eq!(top, [("a".to_string(), 2)]);
+    }
+
+    #[test]
+    fn top_defaults_to_the_setting_else_three() {
+        assert_eq!(super::default_top(None), Ok(3));
+        assert_eq!(super::default_top(Some("5")), Ok(5));
+        for bad in ["0", "five", ""] {
+            assert!(super::default_top(Some(bad)).is_err(), "{bad}");
+        }
     }
 }
