@@ -43,6 +43,15 @@ async fn injected(origin: &str, injected: &str, grants: &[String]) -> Registry {
     registry(builder, &[guests::FIXTURE_NETPROBE]).await
 }
 
+/// A loopback server, and netprobe with the token injected into every
+/// request to it.
+async fn one_origin() -> (Server, Registry) {
+    let server = Server::http("127.0.0.1").await;
+    let origin = format!("http://{}", server.authority());
+    let registry = injected(&origin, &origin, &[]).await;
+    (server, registry)
+}
+
 async fn probe(registry: &Registry, arguments: Value) -> (CallResult, Vec<GuestEvent>) {
     let events = Arc::new(Mutex::new(Vec::new()));
     let seen = events.clone();
@@ -80,9 +89,7 @@ fn token_seen(server: &Server) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn a_reflected_secret_reaches_the_server_once_and_the_tool_never() {
-    let server = Server::http("127.0.0.1").await;
-    let origin = format!("http://{}", server.authority());
-    let registry = injected(&origin, &origin, &[]).await;
+    let (server, registry) = one_origin().await;
     let (result, events) = probe(
         &registry,
         json!({ "requests": [request(&server.authority(), "/reflect?header=1")] }),
@@ -115,9 +122,7 @@ async fn a_reflected_secret_reaches_the_server_once_and_the_tool_never() {
 
 #[tokio::test]
 async fn a_secret_split_across_chunks_or_encoded_is_still_redacted() {
-    let server = Server::http("127.0.0.1").await;
-    let origin = format!("http://{}", server.authority());
-    let registry = injected(&origin, &origin, &[]).await;
+    let (server, registry) = one_origin().await;
     let authority = server.authority();
     let paths = [
         "/reflect?chunk=1",
@@ -158,9 +163,7 @@ async fn a_secret_split_across_chunks_or_encoded_is_still_redacted() {
 
 #[tokio::test]
 async fn a_compressed_response_from_an_injected_origin_fails_closed() {
-    let server = Server::http("127.0.0.1").await;
-    let origin = format!("http://{}", server.authority());
-    let registry = injected(&origin, &origin, &[]).await;
+    let (server, registry) = one_origin().await;
     let (result, events) = probe(
         &registry,
         json!({ "requests": [request(&server.authority(), "/reflect?gzip=1")] }),
@@ -300,9 +303,7 @@ async fn injections_match_methods_and_names_over_https() {
 async fn a_secret_the_tool_pieces_together_is_redacted_from_all_it_hands_on() {
     // A buggy server hands the credential back in two halves, neither of
     // which is the secret; the tool joins them and tries every way out.
-    let server = Server::http("127.0.0.1").await;
-    let origin = format!("http://{}", server.authority());
-    let registry = injected(&origin, &origin, &[]).await;
+    let (server, registry) = one_origin().await;
     let authority = server.authority();
     let half = "Bearer ".len() + TOKEN.len() / 2;
     let (result, events) = probe(
