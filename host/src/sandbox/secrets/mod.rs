@@ -288,8 +288,11 @@ mod tests {
 
     #[test]
     fn bad_secrets_are_named_without_their_value() {
+        let long = "k".repeat(MAX_SECRET_BYTES + 1);
+        assert!(Secret::new("T", &long[1..]).is_ok(), "16 KiB is the most");
         for (name, value, needle) in [
             ("T", "abc1", "shorter than 8"),
+            ("T", long.as_str(), "longer than 16 KiB"),
             ("T", "line\nbreak-value", "control character"),
             ("1T", "long-enough-value", "not starting with a digit"),
             ("A-B", "long-enough-value", "letters, digits"),
