@@ -44,7 +44,13 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(elsewhere.limits, config.limits);
     assert_eq!(elsewhere.permissions, config.permissions);
     for tools in &config.tools {
-        assert!(tools.is_absolute(), "{tools:?} was not resolved");
+        if let toolcage::ToolsSource::Dir(dir) = tools {
+            assert!(dir.is_absolute(), "{tools:?} was not resolved");
+        }
+    }
+    assert!(config.lock.is_absolute(), "the lock was not resolved");
+    for key in &config.trust.keys {
+        assert!(key.key.is_absolute(), "{key:?} was not resolved");
     }
     let mounts = config
         .mounts

@@ -9,7 +9,8 @@
 //! against the directory of the file, not the process's working directory.
 //!
 //! ```toml
-//! tools = ["tools"]              # directories of *.wasm, loaded in order
+//! tools = ["tools", "oci://ghcr.io/team/grep:1.2"]  # directories of *.wasm and
+//!                                # pulled components, loaded in order
 //! bundled = true                 # the standard toolset, registered first
 //!
 //! [limits]                       # defaults for every component
@@ -59,6 +60,18 @@
 //! guest = "/scratch"
 //! mode = "rw"
 //!
+//! [oci]                          # `toolcage pull`, `push` and `sign`
+//! insecure_registries = ["127.0.0.1:5000"]  # plain HTTP only for these
+//! store = "oci-store"            # default: $XDG_CACHE_HOME/toolcage/oci
+//!
+//! [trust]
+//! require_digest = true          # a tag is used only through toolcage.lock
+//!
+//! [[trust.keys]]
+//! prefix = "oci://ghcr.io/team/" # references that start with this
+//! key = "keys/team.pub"          # a cosign public key (PEM)
+//! require_signature = true       # the default when a key is given
+//!
 //! [permissions]                  # allow | ask | deny, by tool name
 //! default = "allow"
 //! "write_*" = "ask"
@@ -69,13 +82,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use crate::agent::Permissions;
+use crate::oci::{Pulled, Store, TrustKey, TrustPolicy};
 use crate::sandbox::settings::references_secret;
 use crate::{
     Cidr, Error, Grant, Injection, LimitOverrides, Mount, RegistryBuilder, Secret, Secrets,
+    ToolsSource,
 };
+use serde::Deserialize;
 
 /// The largest wasm stack a config may ask for: 256 MiB.
 const MAX_STACK_BYTES: usize = 256 << 20;
@@ -86,8 +100,15 @@ pub const CONFIG_FILE_NAME: &str = "toolcage.toml";
 /// A parsed `toolcage.toml`, with paths resolved against its directory.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// Tool directories, loaded in this order.
-    pub tools: Vec<PathBuf>,
+    /// Tool directories and `oci://` references, loaded in this order.
+    pub tools: Vec<ToolsSource>,
+    /// Where `oci://` references are resolved: `toolcage.lock` next to the
+    /// file (in the working directory without one).
+    pub lock: PathBuf,
+    /// Registries (`[oci]`).
+    pub oci: OciConfig,
+    /// Which keys must have signed what (`[trust]`).
+    pub trust: TrustConfig,
     /// Whether the bundled standard toolset is registered (first). Default:
     /// true.
     pub bundled: bool,
@@ -114,6 +135,9 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             tools: Vec::new(),
+            lock: PathBuf::from(crate::oci::LOCK_FILE_NAME),
+            oci: OciConfig::default(),
+            trust: TrustConfig::default(),
             bundled: true,
             limits: LimitOverrides::default(),
             mounts: Vec::new(),
@@ -139,6 +163,48 @@ pub struct ComponentConfig {
     /// Settings the component reads through `wasi:config/store`
     /// (`[components.NAME.config]`).
     pub settings: BTreeMap<String, String>,
+}
+
+/// The `[oci]` table: how registries are reached, where pulls are kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OciConfig {
+    /// Registries (`host:port`) spoken to over plain HTTP. Default: none
+    /// (loopback included).
+    pub insecure_registries: Vec<String>,
+    /// The content store. Default: none here; the CLI uses
+    /// `$XDG_CACHE_HOME/toolcage/oci`.
+    pub store: Option<PathBuf>,
+}
+
+/// The `[trust]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustConfig {
+    /// Whether a tag is used only through the digest the lock recorded.
+    /// Default: true.
+    pub require_digest: bool,
+    /// `[[trust.keys]]`: which key covers which references.
+    pub keys: Vec<TrustKeyConfig>,
+}
+
+impl Default for TrustConfig {
+    fn default() -> Self {
+        TrustConfig {
+            require_digest: true,
+            keys: Vec::new(),
+        }
+    }
+}
+
+/// One `[[trust.keys]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustKeyConfig {
+    /// References that start with this (`oci://registry/team/`).
+    pub prefix: String,
+    /// The cosign public key file (PEM), resolved against the config's
+    /// directory.
+    pub key: PathBuf,
+    /// Whether a signature by it is required. Default: true.
+    pub require_signature: bool,
 }
 
 /// Where a secret's value is read from.
@@ -168,7 +234,11 @@ pub struct NetworkConfig {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     #[serde(default)]
-    tools: Vec<PathBuf>,
+    tools: Vec<String>,
+    #[serde(default)]
+    oci: RawOci,
+    #[serde(default)]
+    trust: RawTrust,
     bundled: Option<bool>,
     #[serde(default)]
     limits: RawLimits,
@@ -182,6 +252,30 @@ struct RawConfig {
     components: BTreeMap<String, RawComponent>,
     #[serde(default)]
     permissions: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawOci {
+    #[serde(default)]
+    insecure_registries: Vec<String>,
+    store: Option<PathBuf>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTrust {
+    require_digest: Option<bool>,
+    #[serde(default)]
+    keys: Vec<RawTrustKey>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTrustKey {
+    prefix: String,
+    key: PathBuf,
+    require_signature: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -373,8 +467,52 @@ impl Config {
         }
         let permissions =
             Permissions::from_rules("allow", raw.permissions).map_err(|e| e.to_string())?;
+        let mut tools = Vec::new();
+        for (i, text) in raw.tools.iter().enumerate() {
+            tools.push(match ToolsSource::parse(text) {
+                Ok(ToolsSource::Dir(dir)) => ToolsSource::Dir(resolve(&dir)),
+                Ok(reference) => reference,
+                Err(e) => return Err(format!("tools[{i}]: {e}")),
+            });
+        }
+        for (i, registry) in raw.oci.insecure_registries.iter().enumerate() {
+            let valid = !registry.is_empty()
+                && registry
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b));
+            if !valid {
+                return Err(format!(
+                    "oci.insecure_registries[{i}]: `{registry}` is not a registry host[:port]"
+                ));
+            }
+        }
+        let mut keys = Vec::new();
+        for (i, key) in raw.trust.keys.iter().enumerate() {
+            if !key.prefix.starts_with(crate::oci::Reference::SCHEME)
+                || key.prefix.len() <= crate::oci::Reference::SCHEME.len()
+            {
+                return Err(format!(
+                    "trust.keys[{i}].prefix: `{}` must start with oci:// and name a registry",
+                    key.prefix
+                ));
+            }
+            keys.push(TrustKeyConfig {
+                prefix: key.prefix.clone(),
+                key: resolve(&key.key),
+                require_signature: key.require_signature.unwrap_or(true),
+            });
+        }
         Ok(Config {
-            tools: raw.tools.iter().map(|p| resolve(p)).collect(),
+            tools,
+            lock: base.join(crate::oci::LOCK_FILE_NAME),
+            oci: OciConfig {
+                insecure_registries: raw.oci.insecure_registries.clone(),
+                store: raw.oci.store.as_deref().map(resolve),
+            },
+            trust: TrustConfig {
+                require_digest: raw.trust.require_digest.unwrap_or(true),
+                keys,
+            },
             bundled: raw.bundled.unwrap_or(true),
             limits: limits(&raw.limits, "limits")?,
             mounts: mounts(&raw.mounts, "mounts")?,
@@ -396,6 +534,34 @@ impl Config {
             })
             .collect::<Result<_, _>>()
             .map_err(Error::from)
+    }
+
+    /// The trust policy `[trust]` describes, its keys read now. The error
+    /// names the key file.
+    pub fn trust_policy(&self) -> Result<TrustPolicy, Error> {
+        let mut policy = TrustPolicy::new().require_digest(self.trust.require_digest);
+        for key in &self.trust.keys {
+            let trusted = TrustKey::from_file(key.prefix.clone(), key.key.clone())?
+                .require_signature(key.require_signature);
+            policy = policy.key(trusted);
+        }
+        Ok(policy)
+    }
+
+    /// What `oci://` references load from: the lock next to this file, the
+    /// store (`[oci] store`, else `default_store`), and the trust policy.
+    pub fn pulled(&self, default_store: Option<&Path>) -> Result<Pulled, Error> {
+        let Some(store) = self.oci.store.as_deref().or(default_store) else {
+            return Err(Error::InvalidSetting {
+                what: "oci.store",
+                message: "no content store: set [oci] store, or XDG_CACHE_HOME or HOME".into(),
+            });
+        };
+        Ok(Pulled::new(
+            self.lock.clone(),
+            Store::open(store)?,
+            self.trust_policy()?,
+        ))
     }
 
     /// A registry builder granting what this file grants, with `limits`
@@ -664,11 +830,43 @@ mod tests {
     #[test]
     fn an_empty_file_grants_nothing() {
         let config = parse("").unwrap();
-        assert_eq!(config, Config::default());
+        let lock = PathBuf::from("/etc/toolcage/toolcage.lock");
+        assert_eq!(
+            config,
+            Config {
+                lock,
+                ..Config::default()
+            }
+        );
         assert!(config.tools.is_empty() && config.mounts.is_empty());
         assert!(config.network.allow.is_empty(), "no network unless granted");
         assert!(config.bundled);
         assert_eq!(config.permissions.default_permission(), Permission::Allow);
+    }
+
+    #[test]
+    fn distribution_settings_name_the_key_at_fault() {
+        for (text, key) in [
+            (r#"tools = ["oci://ghcr.io/team/grep"]"#, "tools[0]"),
+            (r#"tools = ["dir", "oci://ghcr.io/X/y:1"]"#, "tools[1]"),
+            (
+                "[oci]\ninsecure_registries = [\"a b\"]",
+                "oci.insecure_registries[0]",
+            ),
+            ("[oci]\nmirror = \"x\"", "mirror"),
+            (
+                "[[trust.keys]]\nprefix = \"ghcr.io/\"\nkey = \"k.pub\"",
+                "trust.keys[0].prefix",
+            ),
+            ("[[trust.keys]]\nprefix = \"oci://ghcr.io/\"", "key"),
+        ] {
+            let error = parse(text).unwrap_err();
+            assert!(error.contains(key), "{text}: {error}");
+        }
+        let config = parse("[trust]\nrequire_digest = false\n[[trust.keys]]\nprefix = \"oci://r/\"\nkey = \"k.pub\"\nrequire_signature = false").unwrap();
+        assert!(!config.trust.require_digest && !config.trust.keys[0].require_signature);
+        let error = config.trust_policy().unwrap_err().to_string();
+        assert!(error.contains("/etc/toolcage/k.pub"), "{error}");
     }
 
     #[test]
@@ -682,7 +880,28 @@ mod tests {
             .map(|l| format!("{}\n", l.trim_start_matches("//!").trim_start()))
             .collect();
         let config = parse(&example).unwrap();
-        assert_eq!(config.tools, [PathBuf::from("/etc/toolcage/tools")]);
+        assert_eq!(
+            config.tools,
+            [
+                ToolsSource::Dir(PathBuf::from("/etc/toolcage/tools")),
+                ToolsSource::parse("oci://ghcr.io/team/grep:1.2").unwrap(),
+            ]
+        );
+        assert_eq!(config.lock, PathBuf::from("/etc/toolcage/toolcage.lock"));
+        assert_eq!(config.oci.insecure_registries, ["127.0.0.1:5000"]);
+        assert_eq!(
+            config.oci.store,
+            Some(PathBuf::from("/etc/toolcage/oci-store"))
+        );
+        assert!(config.trust.require_digest);
+        assert_eq!(
+            config.trust.keys,
+            [TrustKeyConfig {
+                prefix: "oci://ghcr.io/team/".into(),
+                key: PathBuf::from("/etc/toolcage/keys/team.pub"),
+                require_signature: true,
+            }]
+        );
         assert_eq!(config.limits.fuel, Some(Some(10_000_000_000)));
         assert_eq!(config.limits.memory_bytes, Some(256 << 20));
         assert_eq!(

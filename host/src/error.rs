@@ -86,6 +86,10 @@ pub enum Error {
         #[source]
         source: crate::InjectionError,
     },
+    /// Something of distribution: a reference, a key, the lock, the store,
+    /// a registry.
+    #[error(transparent)]
+    Oci(#[from] crate::oci::OciError),
     /// The disk cache of compiled components cannot be used.
     #[error("cannot use the compile cache {path}: {reason}")]
     DiskCache {
@@ -204,6 +208,10 @@ pub enum LoadError {
     /// handle held for it (the host's fault, not the component's).
     #[error("cannot lend its mounts: {0}")]
     Mount(String),
+    /// An `oci://` reference could not be loaded from the lock and the
+    /// store, or failed the trust policy.
+    #[error("{0}")]
+    Distribution(crate::oci::OciError),
     /// A descriptor failed its checks.
     #[error("tool {tool:?}: {reason}")]
     InvalidDescriptor {

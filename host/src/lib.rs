@@ -53,11 +53,15 @@ mod sandbox;
 pub use call::{Arguments, CallOptions, CallResult};
 pub use catalog::component::{Descriptor, Hints, Source};
 pub use catalog::live::{ChangeKind, LiveRegistry, ReloadReport, ToolChange};
+pub use catalog::oci;
 pub use catalog::registry::{
-    FileReport, MAX_TOOLS_PER_COMPONENT, Registry, RegistryBuilder, Shadowed, ToolInfo,
+    FileReport, MAX_TOOLS_PER_COMPONENT, Registry, RegistryBuilder, Shadowed, ToolInfo, ToolsSource,
 };
 pub use catalog::watch::{WatchOptions, Watcher};
-pub use config::{CONFIG_FILE_NAME, ComponentConfig, Config, NetworkConfig, SecretSource};
+pub use config::{
+    CONFIG_FILE_NAME, ComponentConfig, Config, NetworkConfig, OciConfig, SecretSource, TrustConfig,
+    TrustKeyConfig,
+};
 pub use error::{Error, ErrorKind, LoadError};
 pub use sandbox::cache::DEFAULT_DISK_CACHE_BYTES;
 pub use sandbox::content::MAX_COMPONENT_BYTES;

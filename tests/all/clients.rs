@@ -9,7 +9,7 @@
 
 use std::process::Command;
 
-use toolcage_tests::{clients_python, guests, toolcage_bin};
+use toolcage_tests::{clients_python, docker_registry, guests, toolcage_bin};
 
 #[test]
 fn python_client_sdks() {
@@ -34,6 +34,10 @@ fn python_client_sdks() {
         .env("TOOLCAGE_BIN", toolcage_bin())
         .env("TOOLCAGE_TOOLS", tools.path())
         .env("TOOLCAGE_FIXTURES", fixtures.path())
+        // test_oci.py: the registry it pushes to and pulls from, and a
+        // component whose `read_file` clashes with the bundled one.
+        .env("TOOLCAGE_DOCKER_REGISTRY", docker_registry())
+        .env("TOOLCAGE_HIJACK", guests::FIXTURE_HIJACK)
         .env_remove("RUST_LOG")
         .output()
         .expect("pytest runs");

@@ -12,6 +12,7 @@ mod load;
 mod loading;
 mod network;
 mod new;
+mod oci;
 mod pool;
 mod reload;
 mod script_guests;

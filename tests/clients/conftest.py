@@ -5,21 +5,34 @@ The Rust test `clients::python_client_sdks` runs these with:
 - TOOLCAGE_TOOLS: a directory holding the `echo` and `misbehave` fixtures;
 - TOOLCAGE_FIXTURES: a directory holding `echo.wasm` and `echo_twin.wasm`
   (whose `twin_only` tool has a strict-ready schema), for the hot-reload and
-  format tests to copy.
+  format tests to copy;
+- TOOLCAGE_DOCKER_REGISTRY: the CNCF distribution registry binary (Debian's
+  `docker-registry`, 2.8) that the OCI tests run on loopback;
+- TOOLCAGE_HIJACK: a component whose `read_file` clashes with the bundled one.
 """
 
+import hashlib
+import http.client
+import http.server
+import json
 import os
 import re
+import secrets
+import socket
 import subprocess
 import tempfile
 import threading
+import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import bcrypt
 import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+
+import cosign
 
 BIN = os.environ["TOOLCAGE_BIN"]
 TOOLS = os.environ["TOOLCAGE_TOOLS"]
@@ -137,3 +150,401 @@ def connect(transport, mode, config_file, request):
                     yield client
 
     return open_client
+
+
+# --- OCI registries (test_oci.py) ---------------------------------------------
+
+# A registry starts in well under a second; this bounds a loaded machine.
+REGISTRY_START_S = 20
+
+# The path of a manifest request: /v2/<repository>/manifests/<tag or digest>.
+MANIFEST_PATH = re.compile(r"^/v2/.+/manifests/[^/]+$")
+
+
+def free_port():
+    """A loopback TCP port nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class PortTaken(Exception):
+    """The registry's port was taken before it could listen."""
+
+
+class OciRegistry:
+    """A CNCF distribution registry (2.8) serving plain HTTP on
+    127.0.0.1:<free port>: its config, storage and log under `root`. With
+    `credentials` = (user, password), it asks for basic auth against an
+    htpasswd file (bcrypt), which 2.8 accepts over plain HTTP: its docs ask
+    for TLS, its code does not check.
+
+    `host` is "127.0.0.1:PORT"; `storage` the filesystem driver's root;
+    `stop()`, `start()` and `restart()` keep the port."""
+
+    def __init__(self, binary, root, credentials=None):
+        self.binary = binary
+        self.root = Path(root)
+        self.storage = self.root / "storage"
+        self.credentials = credentials
+        self.config = self.root / "config.yml"
+        self.log = self.root / "registry.log"
+        self.process = None
+        self.started_once = False
+        self.port = free_port()
+
+    @property
+    def host(self):
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def user(self):
+        return self.credentials[0] if self.credentials else None
+
+    @property
+    def password(self):
+        return self.credentials[1] if self.credentials else None
+
+    def api(self, authenticated=True):
+        """A raw HTTP client of the registry (cosign.Registry), with the
+        credentials unless `authenticated` is false."""
+        if authenticated and self.credentials:
+            return cosign.Registry(self.host, *self.credentials)
+        return cosign.Registry(self.host)
+
+    def _write_config(self):
+        # JSON strings are YAML strings: paths and secrets need no escaping.
+        lines = [
+            "version: 0.1",
+            "log:",
+            "  level: warn",
+            "  accesslog:",
+            "    disabled: true",
+            "storage:",
+            "  filesystem:",
+            f"    rootdirectory: {json.dumps(str(self.storage))}",
+            "  delete:",
+            "    enabled: true",
+            "  maintenance:",
+            "    uploadpurging:",
+            "      enabled: false",
+            "http:",
+            f"  addr: {json.dumps(self.host)}",
+            f"  secret: {json.dumps(secrets.token_hex(16))}",
+            # No `debug:` listener at all.
+        ]
+        if self.credentials:
+            user, password = self.credentials
+            # Cost 5 (Go accepts 4 and up): a check per request stays cheap.
+            hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=5)).decode()
+            htpasswd = self.root / "htpasswd"
+            htpasswd.write_text(f"{user}:{hashed}\n")
+            lines += [
+                "auth:",
+                "  htpasswd:",
+                "    realm: toolcage-tests",
+                f"    path: {json.dumps(str(htpasswd))}",
+            ]
+        self.config.write_text("\n".join(lines) + "\n")
+
+    def start(self):
+        """Starts it and waits until `GET /v2/` answers (200, or 401 behind
+        auth). Fails with the registry's log when it does not. Should the
+        free port it was given be taken meanwhile, the first start moves to
+        another."""
+        for _ in range(3):
+            try:
+                return self._start()
+            except PortTaken:
+                if self.started_once:
+                    raise
+                self.port = free_port()
+        raise AssertionError("no free port for the registry")
+
+    def _start(self):
+        assert self.process is None, "the registry is running"
+        logged = self.log.stat().st_size if self.log.exists() else 0
+        self._write_config()
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                [self.binary, "serve", str(self.config)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.root,
+            )
+        deadline = time.monotonic() + REGISTRY_START_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                break
+            try:
+                connection = http.client.HTTPConnection(self.host, timeout=2)
+                connection.request("GET", "/v2/")
+                status = connection.getresponse().status
+                connection.close()
+                if status in (200, 401):
+                    self.started_once = True
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        with open(self.log, "rb") as log:
+            log.seek(logged)
+            if b"address already in use" in log.read():
+                raise PortTaken()
+        log = self.log.read_text(errors="replace")
+        raise AssertionError(f"docker-registry did not answer on {self.host}:\n{log}")
+
+    def stop(self):
+        """Stops it (the storage stays)."""
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def restart(self):
+        self.stop()
+        return self.start()
+
+    # Stored content: docker/registry/v2 in the filesystem driver's layout.
+
+    def blob_path(self, digest):
+        """The data file of a blob (a manifest is a blob too)."""
+        algorithm, hex_digest = digest.split(":", 1)
+        return (
+            self.storage / "docker/registry/v2/blobs" / algorithm / hex_digest[:2] / hex_digest
+            / "data"
+        )
+
+    def tag_digest(self, repo, tag):
+        """The digest the registry's storage links `repo:tag` to."""
+        link = (
+            self.storage / "docker/registry/v2/repositories" / repo / "_manifests/tags" / tag
+            / "current/link"
+        )
+        return link.read_text().strip()
+
+    def alias_manifest(self, repo, digest, target):
+        """Makes the registry answer a request for the manifest `digest` in
+        `repo` with the manifest `target` (its storage links the one
+        revision to the other's blob); its Docker-Content-Digest header then
+        says `digest`."""
+        revision = (
+            self.storage / "docker/registry/v2/repositories" / repo / "_manifests/revisions"
+            / digest.replace(":", "/", 1)
+        )
+        revision.mkdir(parents=True, exist_ok=True)
+        (revision / "link").write_text(target)
+
+    def tamper_blob(self, digest, offset=None):
+        """Flips one bit of a stored blob (in the middle by default), keeping
+        its size, so that the registry serves it under its old digest."""
+        path = self.blob_path(digest)
+        data = bytearray(path.read_bytes())
+        at = len(data) // 2 if offset is None else offset
+        data[at] ^= 0x01
+        path.write_bytes(bytes(data))
+        assert hashlib.sha256(data).hexdigest() != digest.split(":", 1)[1]
+        return path
+
+    def tamper_manifest(self, digest):
+        """Changes one character of a stored manifest so that it stays the
+        same size and valid JSON (the registry parses what it serves): inside
+        an annotation value when it has one, else inside its config's digest.
+        Returns what the bytes now hash to."""
+        path = self.blob_path(digest)
+        data = path.read_bytes()
+        manifest = json.loads(data)
+        values = list((manifest.get("annotations") or {}).values())
+        for descriptor in [manifest.get("config") or {}, *manifest.get("layers", [])]:
+            values += list((descriptor.get("annotations") or {}).values())
+        values.append(manifest["config"]["digest"].split(":", 1)[1])
+        for value in values:
+            encoded = json.dumps(value)[1:-1].encode()
+            at = data.find(encoded)
+            if not encoded or at < 0:
+                continue
+            for i in range(len(encoded) - 1, -1, -1):
+                char = encoded[i : i + 1]
+                if char.isalnum():
+                    swapped = b"b" if char == b"a" else b"a"
+                    tampered = data[: at + i] + swapped + data[at + i + 1 :]
+                    json.loads(tampered)
+                    path.write_bytes(tampered)
+                    return "sha256:" + hashlib.sha256(tampered).hexdigest()
+        raise AssertionError(f"found nothing to change in the manifest {data!r}")
+
+
+def registry_binary():
+    binary = os.environ.get("TOOLCAGE_DOCKER_REGISTRY")
+    if not binary:
+        pytest.fail(
+            "TOOLCAGE_DOCKER_REGISTRY is not set: the OCI tests need the CNCF "
+            "distribution registry (tests/src/lib.rs `docker_registry` fetches it)"
+        )
+    return binary
+
+
+@pytest.fixture
+def start_oci_registry(tmp_path_factory):
+    """`start_oci_registry(credentials=None)`: a new running OciRegistry,
+    behind basic auth when `credentials` = (user, password); every one is
+    stopped at teardown."""
+    binary = registry_binary()
+    started = []
+
+    def start(credentials=None):
+        registry = OciRegistry(binary, tmp_path_factory.mktemp("registry"), credentials)
+        started.append(registry)
+        return registry.start()
+
+    yield start
+    for registry in started:
+        registry.stop()
+
+
+@pytest.fixture
+def oci_registry(start_oci_registry):
+    """A running registry without auth."""
+    return start_oci_registry()
+
+
+# Headers that belong to one hop, not forwarded either way.
+HOP_BY_HOP = {
+    "connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
+    "upgrade", "expect", "content-length",
+}
+
+
+class LyingProxy:
+    """A loopback HTTP proxy in front of a registry: forwards every request
+    (method, path, headers with the client's Host and Authorization, body)
+    and every answer, except that while `lying` is true it replaces the
+    `Docker-Content-Digest` header of manifest GET and HEAD answers with
+    another well-formed digest. `lies` records (path, true digest, lie).
+    While `fail_blobs` is above 0, a blob GET is answered 503 instead (and
+    counts it down); `failed` records those paths."""
+
+    def __init__(self, upstream):
+        self.upstream = upstream
+        self.lying = True
+        self.lies = []
+        self.fail_blobs = 0
+        self.failed = []
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def read_body(self):
+                if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                    body = b""
+                    while True:
+                        size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                        if size == 0:
+                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                                pass
+                            return body
+                        body += self.rfile.read(size)
+                        self.rfile.readline()
+                length = self.headers.get("Content-Length")
+                return self.rfile.read(int(length)) if length is not None else None
+
+            def forward(self):
+                body = self.read_body()
+                if proxy.fail_blobs > 0 and self.command == "GET" and "/blobs/" in self.path:
+                    proxy.fail_blobs -= 1
+                    proxy.failed.append(self.path)
+                    message = b'{"errors":[{"code":"UNAVAILABLE","message":"try later"}]}'
+                    self.send_response(503)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(message)))
+                    self.end_headers()
+                    self.wfile.write(message)
+                    return
+                try:
+                    connection = http.client.HTTPConnection(proxy.upstream, timeout=60)
+                    connection.putrequest(
+                        self.command, self.path, skip_host=True, skip_accept_encoding=True
+                    )
+                    for name, value in self.headers.items():
+                        if name.lower() not in HOP_BY_HOP:
+                            connection.putheader(name, value)
+                    if body is not None:
+                        connection.putheader("Content-Length", str(len(body)))
+                    connection.endheaders(body)
+                    response = connection.getresponse()
+                    data = response.read()
+                    headers = response.getheaders()
+                    connection.close()
+                except OSError as error:
+                    message = f"upstream {proxy.upstream}: {error}".encode()
+                    self.send_response(502)
+                    self.send_header("Content-Length", str(len(message)))
+                    self.end_headers()
+                    self.wfile.write(message)
+                    return
+                self.send_response_only(response.status, response.reason)
+                lie = (
+                    proxy.lying
+                    and self.command in ("GET", "HEAD")
+                    and MANIFEST_PATH.match(self.path.split("?", 1)[0])
+                )
+                length = None
+                for name, value in headers:
+                    lowered = name.lower()
+                    if lowered == "content-length":
+                        length = value
+                        continue
+                    if lowered in HOP_BY_HOP:
+                        continue
+                    if lie and lowered == "docker-content-digest":
+                        told = "sha256:" + hashlib.sha256(f"lie:{value}".encode()).hexdigest()
+                        proxy.lies.append((self.path, value, told))
+                        value = told
+                    self.send_header(name, value)
+                if self.command == "HEAD":
+                    if length is not None:
+                        self.send_header("Content-Length", length)
+                    self.end_headers()
+                    return
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = forward
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def lying_proxy():
+    """`lying_proxy(registry)`: a LyingProxy in front of `registry` (an
+    OciRegistry or a "host:port"), stopped at teardown."""
+    proxies = []
+
+    def start(registry):
+        proxy = LyingProxy(getattr(registry, "host", registry))
+        proxies.append(proxy)
+        return proxy
+
+    yield start
+    for proxy in proxies:
+        proxy.stop()

@@ -173,6 +173,116 @@ pub fn clients_python() -> PathBuf {
     PYTHON.clone()
 }
 
+/// The CNCF distribution registry (Debian's `docker-registry`, 2.8) the OCI
+/// client tests push to and pull from: `$TOOLCAGE_DOCKER_REGISTRY` when set,
+/// else `target/docker-registry/usr/bin/docker-registry`, fetched there on
+/// first use with `apt-get download` and unpacked with `dpkg-deb -x` (never
+/// installed: the package's service would listen on every interface). Test
+/// processes racing to fetch it each unpack into a directory of their own
+/// and rename it into place; the first rename wins.
+pub fn docker_registry() -> PathBuf {
+    static REGISTRY: LazyLock<PathBuf> = LazyLock::new(|| {
+        if let Some(path) = std::env::var_os("TOOLCAGE_DOCKER_REGISTRY") {
+            let path = PathBuf::from(path);
+            assert!(
+                path.is_file(),
+                "TOOLCAGE_DOCKER_REGISTRY={} is not a file",
+                path.display()
+            );
+            return path;
+        }
+        let exe = std::env::current_exe().expect("the test binary has a path");
+        let target = exe
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::parent)
+            .expect("target/<profile>/deps/<test>");
+        let root = target.join("docker-registry");
+        let binary = root.join("usr/bin/docker-registry");
+        if !root.exists() {
+            fetch_docker_registry(target, &root);
+        }
+        assert!(
+            binary.is_file(),
+            "{} holds no usr/bin/docker-registry: remove it to fetch it again",
+            root.display()
+        );
+        binary
+    });
+    REGISTRY.clone()
+}
+
+/// Downloads Debian's `docker-registry` package and unpacks it as `root`.
+fn fetch_docker_registry(target: &Path, root: &Path) {
+    let how = "apt-get download docker-registry && dpkg-deb -x docker-registry_*.deb DIR, \
+               then set TOOLCAGE_DOCKER_REGISTRY=DIR/usr/bin/docker-registry";
+    std::fs::create_dir_all(target).expect("create target/");
+    let scratch = tempfile::Builder::new()
+        .prefix(".docker-registry-")
+        .tempdir_in(target)
+        .expect("a scratch directory in target/");
+    let download = || {
+        Command::new("apt-get")
+            .args(["download", "-qq", "docker-registry"])
+            .current_dir(scratch.path())
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    if !download() {
+        // A fresh machine may have no package lists yet.
+        let root_user = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0");
+        let mut update = if root_user {
+            Command::new("apt-get")
+        } else {
+            let mut sudo = Command::new("sudo");
+            sudo.args(["-n", "apt-get"]);
+            sudo
+        };
+        let updated = update
+            .args(["update", "-qq"])
+            .status()
+            .is_ok_and(|status| status.success());
+        assert!(
+            updated && download(),
+            "cannot fetch Debian's docker-registry package for the OCI tests \
+             (apt-get update: {}); fetch it by hand: {how}",
+            if updated { "ok" } else { "failed" }
+        );
+    }
+    let deb = std::fs::read_dir(scratch.path())
+        .expect("read the scratch directory")
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .find(|path| path.extension().is_some_and(|ext| ext == "deb"))
+        .unwrap_or_else(|| panic!("apt-get download left no .deb; fetch it by hand: {how}"));
+    let unpacked = scratch.path().join("root");
+    let status = Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&deb)
+        .arg(&unpacked)
+        .status();
+    assert!(
+        status.as_ref().is_ok_and(|s| s.success()),
+        "dpkg-deb -x {} failed ({status:?}); fetch it by hand: {how}",
+        deb.display()
+    );
+    assert!(
+        unpacked.join("usr/bin/docker-registry").is_file(),
+        "{} has no usr/bin/docker-registry",
+        deb.display()
+    );
+    // Another test process may have won the race: its copy is as good.
+    if let Err(error) = std::fs::rename(&unpacked, root) {
+        assert!(
+            root.join("usr/bin/docker-registry").is_file(),
+            "cannot move the registry into {}: {error}",
+            root.display()
+        );
+    }
+}
+
 /// The path of the `toolcage` binary, built once per test run.
 pub fn toolcage_bin() -> &'static Path {
     &TOOLCAGE_BIN

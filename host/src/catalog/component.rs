@@ -66,6 +66,13 @@ pub enum Source {
     Bytes,
     /// The standard toolset compiled into toolcage.
     Bundled,
+    /// A component pulled from an OCI registry, loaded through the lock.
+    Oci {
+        /// The reference, as configured.
+        reference: String,
+        /// The manifest's digest the lock resolved it to.
+        digest: String,
+    },
 }
 
 impl std::fmt::Display for Source {
@@ -74,6 +81,11 @@ impl std::fmt::Display for Source {
             Source::File(path) => write!(f, "{}", path.display()),
             Source::Bytes => f.write_str("bytes"),
             Source::Bundled => f.write_str("bundled"),
+            Source::Oci { reference, digest } => match reference.contains('@') || digest.is_empty()
+            {
+                true => f.write_str(reference),
+                false => write!(f, "{reference}@{digest}"),
+            },
         }
     }
 }

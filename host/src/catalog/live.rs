@@ -23,6 +23,12 @@
 //! - hidden and temporary files (`.*`, `*~`, `*.tmp`, `*.part`) are never
 //!   loaded: write a component elsewhere and rename it into the directory.
 //!
+//! An `oci://` reference among the directories is served like a file whose
+//! content is what the lock resolves it to: a `toolcage pull` that changes
+//! the lock is a change of that file (read, checked and compiled before
+//! anything changes, with the same first-wins rules), and one that changes
+//! nothing is no change.
+//!
 //! After a restart, load order alone decides who owns a name, so the owners
 //! can differ from the ones a long-running registry kept.
 
@@ -35,8 +41,9 @@ use arc_swap::ArcSwap;
 use tokio::sync::{Mutex, broadcast};
 
 use super::component::Source;
+use super::oci::Reference;
 use super::registry::{
-    Entry, FileReport, Prepared, Registry, Shadowed, component_name, is_component_file,
+    Entry, FileReport, Prepared, Registry, Shadowed, ToolsSource, component_name, is_component_file,
 };
 use crate::sandbox::content::Content;
 use crate::{Error, ErrorKind, LoadError};
@@ -54,7 +61,7 @@ pub struct LiveRegistry {
 
 struct Inner {
     current: ArcSwap<Registry>,
-    dirs: Vec<PathBuf>,
+    sources: Vec<ToolsSource>,
     /// One reload at a time.
     state: Mutex<State>,
     changes: broadcast::Sender<Arc<ReloadReport>>,
@@ -76,8 +83,9 @@ struct State {
 /// A component loaded from a tools directory.
 #[derive(Clone)]
 struct LiveFile {
-    /// Which of the directories it is in.
+    /// Which of the sources it is in.
     dir: usize,
+    /// Its path; for a reference, the reference.
     path: PathBuf,
     /// What the file looked like when it was read.
     stamp: Stamp,
@@ -94,6 +102,14 @@ pub(crate) struct Stamp {
 }
 
 impl Stamp {
+    /// A file that does not exist.
+    const NONE: Stamp = Stamp {
+        len: 0,
+        modified: None,
+        inode: 0,
+        changed: (0, 0),
+    };
+
     pub(crate) fn of(metadata: &std::fs::Metadata) -> Self {
         use std::os::unix::fs::MetadataExt;
         Stamp {
@@ -179,7 +195,7 @@ impl From<Arc<Registry>> for LiveRegistry {
 }
 
 impl LiveRegistry {
-    fn new(registry: Arc<Registry>, dirs: Vec<PathBuf>) -> Self {
+    fn new(registry: Arc<Registry>, sources: Vec<ToolsSource>) -> Self {
         let state = State {
             fixed: registry.entries().to_vec(),
             files: Vec::new(),
@@ -189,7 +205,7 @@ impl LiveRegistry {
         LiveRegistry {
             inner: Arc::new(Inner {
                 current: ArcSwap::new(registry),
-                dirs,
+                sources,
                 state: Mutex::new(state),
                 changes: broadcast::channel(64).0,
             }),
@@ -197,22 +213,25 @@ impl LiveRegistry {
     }
 
     /// Serves `base`'s tools (for example the bundled ones) first and for
-    /// good, then loads every component file of `dirs`, in order (files by
-    /// name within each directory; first name wins), to be reloaded later.
-    /// Only an unreadable directory is an `Err`; a bad file is reported and
-    /// skipped.
+    /// good, then loads every component of `sources`, in order (directories'
+    /// files by name; first name wins), to be reloaded later. References
+    /// load through `base`'s [`pulled`](crate::RegistryBuilder::pulled)
+    /// lock. Only an unreadable directory is an `Err`; a bad file or
+    /// reference is reported and skipped.
     pub async fn load(
         base: Registry,
-        dirs: impl IntoIterator<Item = impl Into<PathBuf>>,
+        sources: impl IntoIterator<Item = impl Into<ToolsSource>>,
     ) -> Result<(LiveRegistry, Vec<FileReport>), Error> {
-        let dirs: Vec<PathBuf> = dirs.into_iter().map(Into::into).collect();
-        for dir in &dirs {
-            std::fs::read_dir(dir).map_err(|source| Error::ToolsDir {
-                path: dir.clone(),
-                source,
-            })?;
+        let sources: Vec<ToolsSource> = sources.into_iter().map(Into::into).collect();
+        for source in &sources {
+            if let ToolsSource::Dir(dir) = source {
+                std::fs::read_dir(dir).map_err(|source| Error::ToolsDir {
+                    path: dir.clone(),
+                    source,
+                })?;
+            }
         }
-        let live = LiveRegistry::new(Arc::new(base), dirs);
+        let live = LiveRegistry::new(Arc::new(base), sources);
         let report = live.reload_with(false).await;
         Ok((live, report.loaded))
     }
@@ -223,9 +242,46 @@ impl LiveRegistry {
         self.inner.current.load_full()
     }
 
-    /// The tools directories, in load order.
-    pub fn dirs(&self) -> &[PathBuf] {
-        &self.inner.dirs
+    /// The tools directories and references, in load order.
+    pub fn sources(&self) -> &[ToolsSource] {
+        &self.inner.sources
+    }
+
+    /// What a watcher watches: the directories, and the lock's directory
+    /// when there are references.
+    pub(crate) fn watched(&self) -> Vec<PathBuf> {
+        let mut watched: Vec<PathBuf> = Vec::new();
+        for source in &self.inner.sources {
+            let dir = match source {
+                ToolsSource::Dir(dir) => dir.clone(),
+                ToolsSource::Oci(_) => match self.lock_path() {
+                    Some(lock) => match lock.parent() {
+                        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+                        _ => PathBuf::from("."),
+                    },
+                    None => continue,
+                },
+            };
+            if !watched.contains(&dir) {
+                watched.push(dir);
+            }
+        }
+        watched
+    }
+
+    /// The lock references load through, if any.
+    fn lock_path(&self) -> Option<PathBuf> {
+        self.current()
+            .pulled()
+            .map(|pulled| pulled.lock_path().to_path_buf())
+    }
+
+    /// What `look` needs: the sources and the lock.
+    pub(crate) fn lookout(&self) -> Lookout {
+        Lookout {
+            sources: self.inner.sources.clone(),
+            lock: self.lock_path(),
+        }
     }
 
     /// Receives the report of every reload that changed the tool set, once
@@ -255,7 +311,7 @@ impl LiveRegistry {
         let (mut files, candidates) = self.scan(state, settle, &mut report).await;
         let mut reports: Vec<(usize, FileReport)> = Vec::new();
         let mut compiled: Vec<(usize, PathBuf)> = Vec::new();
-        for (candidate, name, hash, read) in prepare_all(&base, candidates).await {
+        for (candidate, name, source, hash, read) in prepare_all(&base, candidates).await {
             let Candidate {
                 slot,
                 dir,
@@ -295,7 +351,7 @@ impl LiveRegistry {
                     }
                     let report = FileReport {
                         component: name,
-                        source: Source::File(path),
+                        source,
                         registered: Vec::new(),
                         shadowed: Vec::new(),
                         error: Some(error),
@@ -345,9 +401,9 @@ impl LiveRegistry {
         settle: bool,
         report: &mut ReloadReport,
     ) -> (Vec<Option<LiveFile>>, Vec<Candidate>) {
-        let dirs = self.inner.dirs.clone();
-        let count = dirs.len();
-        let listings = tokio::task::spawn_blocking(move || look(&dirs))
+        let lookout = self.lookout();
+        let count = lookout.sources.len();
+        let listings = tokio::task::spawn_blocking(move || look(&lookout))
             .await
             .unwrap_or_else(|e| {
                 let error = format!("the listing thread failed: {e}");
@@ -360,7 +416,7 @@ impl LiveRegistry {
             let listing = match listing {
                 Ok(listing) => listing,
                 Err(error) => {
-                    let dir = self.inner.dirs[dir_index].display();
+                    let dir = &self.inner.sources[dir_index];
                     report
                         .errors
                         .push(format!("cannot read tools directory {dir}: {error}"));
@@ -392,6 +448,7 @@ impl LiveRegistry {
                 candidates.push(Candidate {
                     slot: files.len(),
                     dir: dir_index,
+                    reference: self.inner.sources[dir_index].reference().cloned(),
                     old_hash: old.map(|old| old.prepared.component.hash.clone()),
                     rejected_hash: state.rejected.get(&path).map(|(_, hash)| hash.clone()),
                     path,
@@ -406,10 +463,12 @@ impl LiveRegistry {
     }
 }
 
-/// A file to read, and the slot its version takes.
+/// A file (or reference) to read, and the slot its version takes.
 struct Candidate {
     slot: usize,
     dir: usize,
+    /// The reference, when it is one.
+    reference: Option<Reference>,
     path: PathBuf,
     stamp: Stamp,
     /// The hash of the version serving, if any.
@@ -430,17 +489,23 @@ enum Read {
 
 /// Reads, compares and (when new) compiles and describes `candidates`, up
 /// to one per core at once, under `base`'s grants; in order, each with its
-/// component name and content hash.
+/// component name, source and content hash.
 async fn prepare_all(
     base: &Registry,
     candidates: Vec<Candidate>,
-) -> Vec<(Candidate, String, String, Read)> {
+) -> Vec<(Candidate, String, Source, String, Read)> {
     use futures::StreamExt;
     let parallel = crate::sandbox::engine::loading_slots();
     futures::stream::iter(candidates)
         .map(|candidate| async move {
-            let name = component_name(&candidate.path);
-            let bytes = Content::of_file(&candidate.path).await;
+            let (name, source, bytes) = match &candidate.reference {
+                Some(reference) => base.read_reference(reference).await,
+                None => (
+                    component_name(&candidate.path),
+                    Source::File(candidate.path.clone()),
+                    Content::of_file(&candidate.path).await,
+                ),
+            };
             let hash = match &bytes {
                 Ok(bytes) => bytes.hash.clone(),
                 Err(_) => String::new(),
@@ -450,10 +515,9 @@ async fn prepare_all(
             } else if bytes.is_ok() && candidate.rejected_hash.as_ref() == Some(&hash) {
                 Read::StillRejected
             } else {
-                let source = Source::File(candidate.path.clone());
-                Read::Prepared(base.prepare(name.clone(), source, bytes).await)
+                Read::Prepared(base.prepare(name.clone(), source.clone(), bytes).await)
             };
-            (candidate, name, hash, read)
+            (candidate, name, source, hash, read)
         })
         .buffered(parallel)
         .collect()
@@ -467,18 +531,44 @@ async fn prepare_all(
 /// loading, so calls cannot make it wait.
 fn depends_on_content(error: &LoadError) -> bool {
     match error {
+        // The lock or the store may be fixed by the next pull.
         LoadError::Io(_) | LoadError::Mount(_) | LoadError::Changed => false,
+        LoadError::Distribution(_) => false,
         LoadError::Describe { kind, .. } => *kind != ErrorKind::Cancelled,
         _ => true,
     }
 }
 
+/// What a look at the sources needs.
+#[derive(Debug, Clone)]
+pub(crate) struct Lookout {
+    sources: Vec<ToolsSource>,
+    lock: Option<PathBuf>,
+}
+
 /// The component files of each directory, in load order, with their
 /// stamps (regular files only: a directory, a FIFO or a dangling link named
-/// `*.wasm` is not a component), or why a directory could not be read.
-pub(crate) fn look(dirs: &[PathBuf]) -> Vec<Result<Vec<(PathBuf, Stamp)>, String>> {
-    dirs.iter()
-        .map(|dir| {
+/// `*.wasm` is not a component), or why a directory could not be read. A
+/// reference is one "file", named by the reference, stamped with the lock's
+/// stamp: it is read again whenever the lock changes.
+pub(crate) fn look(lookout: &Lookout) -> Vec<Result<Vec<(PathBuf, Stamp)>, String>> {
+    let lock_stamp = || {
+        lookout
+            .lock
+            .as_ref()
+            .and_then(|lock| std::fs::metadata(lock).ok())
+            .map_or(Stamp::NONE, |meta| Stamp::of(&meta))
+    };
+    lookout
+        .sources
+        .iter()
+        .map(|source| {
+            let dir = match source {
+                ToolsSource::Dir(dir) => dir,
+                ToolsSource::Oci(reference) => {
+                    return Ok(vec![(PathBuf::from(reference.to_string()), lock_stamp())]);
+                }
+            };
             let mut files = Vec::new();
             for entry in std::fs::read_dir(dir).map_err(|e| e.to_string())? {
                 let path = entry.map_err(|e| e.to_string())?.path();
@@ -505,12 +595,14 @@ fn owners(fixed: &[Arc<Entry>], current: &Registry, files: &[LiveFile]) -> Vec<A
     }
     for entry in current.entries() {
         let name = entry.info.descriptor.name.as_str();
-        let Source::File(path) = &entry.info.source else {
-            continue;
+        let path = match &entry.info.source {
+            Source::File(path) => path.clone(),
+            Source::Oci { reference, .. } => PathBuf::from(reference),
+            Source::Bytes | Source::Bundled => continue,
         };
         let offered = files
             .iter()
-            .filter(|f| &f.path == path)
+            .filter(|f| f.path == path)
             .flat_map(|f| &f.prepared.entries)
             .find(|e| e.info.descriptor.name == name);
         if let Some(offered) = offered {

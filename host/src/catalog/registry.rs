@@ -17,6 +17,7 @@ use std::sync::Arc;
 use jsonschema::Validator;
 
 use super::component::{Component, Descriptor, Source};
+use super::oci::{OciError, Pulled, Reference};
 use super::schema::{self, CheckedTool};
 use crate::sandbox::content::Content;
 use crate::sandbox::engine::{Runtime, loading_slots};
@@ -142,6 +143,8 @@ pub(crate) struct Policy {
     pub net_shared: Option<Arc<NetShared>>,
     /// The secrets injections take their values from.
     pub secrets: Secrets,
+    /// What `oci://` references load from, if set.
+    pub pulled: Option<Arc<Pulled>>,
 }
 
 /// What one component gets on top of the defaults.
@@ -424,6 +427,14 @@ impl RegistryBuilder {
         self
     }
 
+    /// Loads `oci://` references from what `toolcage pull` fetched: the
+    /// lock, the store and the trust policy in `pulled`. Default: none, and
+    /// a reference fails to load, saying so.
+    pub fn pulled(mut self, pulled: Pulled) -> Self {
+        self.policy.pulled = Some(Arc::new(pulled));
+        self
+    }
+
     /// Compiles and runs components on `runtime`, sharing its engines and
     /// compiled-component cache. Default: a runtime of the registry's own.
     pub fn runtime(mut self, runtime: &Runtime) -> Self {
@@ -482,6 +493,11 @@ impl Registry {
         &self.policy.secrets
     }
 
+    /// What `oci://` references load from, if set.
+    pub(crate) fn pulled(&self) -> Option<&Pulled> {
+        self.policy.pulled.as_deref()
+    }
+
     /// A builder that grants nothing: see [`RegistryBuilder`].
     pub fn builder() -> RegistryBuilder {
         RegistryBuilder::default()
@@ -538,6 +554,63 @@ impl Registry {
         }
         files.sort();
         Ok(self.load_files(files).await)
+    }
+
+    /// Loads the component `reference` resolves to in the lock, from the
+    /// store, once it passed every check (see
+    /// [`Pulled::read`](crate::oci::Pulled::read)); its name is the
+    /// repository's last segment.
+    pub async fn load_reference(&mut self, reference: &Reference) -> FileReport {
+        let (name, source, content) = self.read_reference(reference).await;
+        self.load_source(name, source, content).await
+    }
+
+    /// Loads a directory's components, or a reference's.
+    pub async fn load_tools(&mut self, source: &ToolsSource) -> Result<Vec<FileReport>, Error> {
+        match source {
+            ToolsSource::Dir(dir) => self.load_dir(dir).await,
+            ToolsSource::Oci(reference) => Ok(vec![self.load_reference(reference).await]),
+        }
+    }
+
+    /// The component `reference` names, read and checked through the lock
+    /// (off the async executor: it hashes every byte), with its name and
+    /// source.
+    pub(crate) async fn read_reference(
+        &self,
+        reference: &Reference,
+    ) -> (String, Source, Result<Content, LoadError>) {
+        let name = reference.component_name().to_string();
+        let mut source = Source::Oci {
+            reference: reference.to_string(),
+            digest: String::new(),
+        };
+        let Some(pulled) = self.policy.pulled.clone() else {
+            let error = OciError::NotLocked {
+                reference: reference.to_string(),
+                lock: PathBuf::from(super::oci::LOCK_FILE_NAME),
+            };
+            return (name, source, Err(LoadError::Distribution(error)));
+        };
+        let wanted = reference.clone();
+        let read = tokio::task::spawn_blocking(move || pulled.read(&wanted))
+            .await
+            .unwrap_or_else(|e| {
+                Err(OciError::Store {
+                    path: PathBuf::new(),
+                    reason: format!("the reading thread failed: {e}"),
+                })
+            });
+        let content = match read {
+            Ok(verified) => {
+                if let Source::Oci { digest, .. } = &mut source {
+                    *digest = verified.digest.to_string();
+                }
+                Content::of_bytes(verified.bytes).await
+            }
+            Err(error) => Err(LoadError::Distribution(error)),
+        };
+        (name, source, content)
     }
 
     /// Loads `files` in order, first name wins, compiling and describing up
@@ -780,6 +853,76 @@ impl Registry {
             tools: entries,
             by_name,
         }
+    }
+}
+
+/// A place tools are loaded from: a directory of `*.wasm` components, or a
+/// component in an OCI registry (`oci://…`), loaded through the lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolsSource {
+    /// A directory of component files.
+    Dir(PathBuf),
+    /// A pulled component.
+    Oci(Reference),
+}
+
+impl ToolsSource {
+    /// `oci://…` as a reference, anything else as a directory.
+    pub fn parse(text: &str) -> Result<ToolsSource, OciError> {
+        if Reference::is_reference(text) {
+            Ok(ToolsSource::Oci(text.parse()?))
+        } else {
+            Ok(ToolsSource::Dir(PathBuf::from(text)))
+        }
+    }
+
+    /// The reference, if it is one.
+    pub fn reference(&self) -> Option<&Reference> {
+        match self {
+            ToolsSource::Oci(reference) => Some(reference),
+            ToolsSource::Dir(_) => None,
+        }
+    }
+}
+
+impl std::str::FromStr for ToolsSource {
+    type Err = OciError;
+
+    fn from_str(text: &str) -> Result<Self, OciError> {
+        ToolsSource::parse(text)
+    }
+}
+
+impl std::fmt::Display for ToolsSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ToolsSource::Dir(dir) => write!(f, "{}", dir.display()),
+            ToolsSource::Oci(reference) => write!(f, "{reference}"),
+        }
+    }
+}
+
+impl From<PathBuf> for ToolsSource {
+    fn from(dir: PathBuf) -> Self {
+        ToolsSource::Dir(dir)
+    }
+}
+
+impl From<&Path> for ToolsSource {
+    fn from(dir: &Path) -> Self {
+        ToolsSource::Dir(dir.to_path_buf())
+    }
+}
+
+impl From<&PathBuf> for ToolsSource {
+    fn from(dir: &PathBuf) -> Self {
+        ToolsSource::Dir(dir.clone())
+    }
+}
+
+impl From<Reference> for ToolsSource {
+    fn from(reference: Reference) -> Self {
+        ToolsSource::Oci(reference)
     }
 }
 

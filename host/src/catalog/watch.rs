@@ -22,7 +22,7 @@ use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecursiveMode, Watcher as _};
 use tokio::sync::mpsc;
 
-use super::live::{LiveRegistry, Stamp, look};
+use super::live::{LiveRegistry, Lookout, Stamp, look};
 use crate::Error;
 
 /// How a [`LiveRegistry`] watches its directories. Default: file-system
@@ -89,16 +89,16 @@ impl LiveRegistry {
     /// directory cannot be watched.
     pub fn watch(&self, options: WatchOptions) -> Result<Watcher, Error> {
         let (wake, woken) = mpsc::unbounded_channel();
-        let dirs: Vec<PathBuf> = self.dirs().to_vec();
         let mut tasks = Vec::new();
         let events = match options.poll {
             Some(interval) => {
                 // What changes from now on is seen: the first look is now.
-                let first = look(&dirs);
-                tasks.push(tokio::spawn(poll(dirs, first, interval, wake)));
+                let lookout = self.lookout();
+                let first = look(&lookout);
+                tasks.push(tokio::spawn(poll(lookout, first, interval, wake)));
                 None
             }
-            None => Some(events(dirs, wake)?),
+            None => Some(events(self.watched(), wake)?),
         };
         tasks.push(tokio::spawn(reload_on_changes(
             self.clone(),
@@ -145,18 +145,18 @@ fn events(
 /// modification and change times of the component files) differs from the
 /// last look, `interval` before.
 async fn poll(
-    dirs: Vec<PathBuf>,
+    lookout: Lookout,
     mut last: Fingerprint,
     interval: Duration,
     wake: mpsc::UnboundedSender<()>,
 ) {
-    let dirs = std::sync::Arc::new(dirs);
+    let lookout = std::sync::Arc::new(lookout);
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        let dirs = dirs.clone();
-        let Ok(now) = tokio::task::spawn_blocking(move || look(&dirs)).await else {
+        let lookout = lookout.clone();
+        let Ok(now) = tokio::task::spawn_blocking(move || look(&lookout)).await else {
             continue;
         };
         if now != last {

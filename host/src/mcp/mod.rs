@@ -229,7 +229,7 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         // In load order, the same for every client: any cache may keep it.
-        let ttl = match self.tools.dirs().is_empty() {
+        let ttl = match self.tools.sources().is_empty() {
             true => FIXED_LIST_TTL,
             false => LIVE_LIST_TTL,
         };
@@ -416,7 +416,7 @@ impl Sessions {
         let legacy = peer
             .peer_info()
             .is_some_and(|info| info.protocol_version.has_initialize());
-        if !legacy || tools.dirs().is_empty() {
+        if !legacy || tools.sources().is_empty() {
             return;
         }
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());

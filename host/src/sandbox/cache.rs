@@ -62,40 +62,50 @@ pub(crate) struct DiskCache {
     user: u32,
 }
 
+/// Opens `dir` as a directory only the current user can write to, creating
+/// it (owner-only) if it does not exist: refuses one another user owns (that
+/// user could change what toolcage runs), and makes it owner-only if its
+/// group or others could write to it. Returns it canonical, and the user.
+/// `what` names it in the log.
+pub(crate) fn owned_dir(dir: &Path, what: &str) -> Result<(PathBuf, u32), String> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("cannot create it: {e}"))?;
+    let canonical = dir.canonicalize().map_err(|e| e.to_string())?;
+    let meta = fs::metadata(&canonical).map_err(|e| e.to_string())?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    #[allow(unsafe_code)]
+    let user = unsafe { libc::geteuid() };
+    if meta.uid() != user {
+        return Err(format!(
+            "owned by user {}, not by this user ({user}), who would run the code it holds",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        fs::set_permissions(&canonical, fs::Permissions::from_mode(0o700)).map_err(|e| {
+            format!(
+                "others can write to it (mode {:o}) and it cannot be made owner-only: {e}",
+                meta.mode() & 0o777
+            )
+        })?;
+        tracing::info!(dir = %canonical.display(), "{what} was writable by others: made it owner-only");
+    }
+    Ok((canonical, user))
+}
+
 impl DiskCache {
     /// Opens `dir`, creating it (owner-only) if it does not exist. Refuses
     /// a directory that is not the current user's own, and makes it
     /// owner-only if its group or others could write to it.
     pub fn open(dir: PathBuf, max_bytes: u64) -> Result<Self, Error> {
-        let refused = |reason: String| Error::DiskCache {
-            path: dir.clone(),
-            reason,
-        };
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| refused(format!("cannot create it: {e}")))?;
-        let canonical = dir.canonicalize().map_err(|e| refused(e.to_string()))?;
-        let meta = fs::metadata(&canonical).map_err(|e| refused(e.to_string()))?;
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        #[allow(unsafe_code)]
-        let user = unsafe { libc::geteuid() };
-        if meta.uid() != user {
-            return Err(refused(format!(
-                "owned by user {}, not by this user ({user}), who would run the code it holds",
-                meta.uid()
-            )));
-        }
-        if meta.mode() & 0o022 != 0 {
-            fs::set_permissions(&canonical, fs::Permissions::from_mode(0o700)).map_err(|e| {
-                refused(format!(
-                    "others can write to it (mode {:o}) and it cannot be made owner-only: {e}",
-                    meta.mode() & 0o777
-                ))
+        let (canonical, user) =
+            owned_dir(&dir, "the compile cache").map_err(|reason| Error::DiskCache {
+                path: dir.clone(),
+                reason,
             })?;
-            tracing::info!(dir = %canonical.display(), "the compile cache was writable by others: made it owner-only");
-        }
         Ok(DiskCache {
             map: maps_safely(&canonical),
             dir: canonical,

@@ -20,10 +20,12 @@ pub struct Cli {
 
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// A directory of *.wasm tool components; repeatable, loaded in the order
-    /// given, after the config file's directories.
-    #[arg(long = "tools", value_name = "DIR", global = true)]
-    pub tools: Vec<PathBuf>,
+    /// A directory of *.wasm tool components, or a pulled component
+    /// (oci://REGISTRY/REPO:TAG or @sha256:DIGEST, loaded through
+    /// toolcage.lock); repeatable, loaded in the order given, after the
+    /// config file's.
+    #[arg(long = "tools", value_name = "DIR|oci://REF", global = true)]
+    pub tools: Vec<String>,
     /// The config file. Default: ./toolcage.toml when it exists.
     #[arg(long, value_name = "FILE", global = true)]
     pub config: Option<PathBuf>,
@@ -76,6 +78,19 @@ pub struct GlobalArgs {
     /// Output limit (output + details) per call, in KiB. Default: 1024.
     #[arg(long, value_name = "N", global = true)]
     pub output_kib: Option<u64>,
+    /// The user name for registries (pull, push, sign), instead of Docker's
+    /// config.json; the password is read from stdin
+    /// (--registry-password-stdin).
+    #[arg(
+        long,
+        value_name = "USER",
+        global = true,
+        requires = "registry_password_stdin"
+    )]
+    pub registry_user: Option<String>,
+    /// Read the registry password (or token) from stdin.
+    #[arg(long, global = true, requires = "registry_user")]
+    pub registry_password_stdin: bool,
     /// Do not register the bundled standard toolset.
     #[arg(long, global = true)]
     pub no_bundled: bool,
@@ -112,9 +127,46 @@ pub enum Command {
     },
     /// Load components, run describe() and check their descriptors.
     Check {
-        /// Component files.
-        #[arg(required = true)]
-        files: Vec<PathBuf>,
+        /// Component files, or pulled references (oci://…).
+        #[arg(required = true, value_name = "FILE|oci://REF")]
+        files: Vec<String>,
+    },
+    /// Fetch oci:// references into the content store, checking every
+    /// digest and the signatures [trust] asks for, and record them in
+    /// toolcage.lock (next to the config). The only command that reads
+    /// registries: the others load from the lock.
+    Pull {
+        /// References; default: every oci:// in the config's `tools` and
+        /// --tools.
+        references: Vec<String>,
+        /// Fail if the lock would change (for CI).
+        #[arg(long)]
+        locked: bool,
+        /// Resolve tags again, even where the lock has them.
+        #[arg(long, conflicts_with = "locked")]
+        update: bool,
+    },
+    /// Publish a component as REF, in the CNCF Wasm OCI layout, annotated
+    /// with its tool names and toolcage's WIT version. Prints the reference
+    /// with its digest.
+    Push {
+        /// The component file.
+        file: PathBuf,
+        /// oci://REGISTRY/REPO:TAG.
+        reference: String,
+        /// An extra manifest annotation, such as
+        /// org.opencontainers.image.source=URL; repeatable.
+        #[arg(long = "annotation", value_name = "KEY=VALUE")]
+        annotations: Vec<String>,
+    },
+    /// Sign the manifest REF names in its registry with an ECDSA P-256 key,
+    /// as `cosign sign --key` does, and push the signature beside it.
+    Sign {
+        /// oci://REGISTRY/REPO:TAG or @sha256:DIGEST.
+        reference: String,
+        /// The private key: unencrypted PEM, PKCS#8 or SEC1.
+        #[arg(long, value_name = "FILE")]
+        key: PathBuf,
     },
     /// Print every tool's definition in a model provider's format.
     Definitions {

@@ -3,6 +3,7 @@
 
 mod args;
 mod batch;
+mod distribution;
 mod new;
 mod print;
 mod serve;
@@ -17,7 +18,7 @@ use clap::Parser;
 use serde_json::Value;
 use toolcage::{
     CONFIG_FILE_NAME, Cidr, Config, FileReport, Grant, LimitOverrides, LiveRegistry, Mount,
-    Registry, Runtime, WatchOptions,
+    Registry, Runtime, ToolsSource, WatchOptions,
 };
 
 use args::{Cli, Command, GlobalArgs};
@@ -99,6 +100,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Command::New { .. } => unreachable!("handled above"),
         Command::Check { files } => check(&settings, files, global.json).await,
+        Command::Pull {
+            references,
+            locked,
+            update,
+        } => distribution::pull(&settings, global, references, *locked, *update).await,
+        Command::Push {
+            file,
+            reference,
+            annotations,
+        } => distribution::push(&settings, global, file, reference, annotations).await,
+        Command::Sign { reference, key } => {
+            distribution::sign(&settings, global, reference, key).await
+        }
         Command::List => {
             let registry = settings.registry().await?;
             print::list(&registry, global.json)?;
@@ -193,7 +207,7 @@ struct Settings {
     allow_net: Vec<Grant>,
     allow_private: Vec<Cidr>,
     ca_file: Option<PathBuf>,
-    tools: Vec<PathBuf>,
+    tools: Vec<ToolsSource>,
     bundled: bool,
 }
 
@@ -284,7 +298,10 @@ impl Settings {
             .collect::<Result<_, _>>()
             .map_err(|e| anyhow::anyhow!("--allow-private: {e}"))?;
         let bundled = config.bundled && !global.no_bundled;
-        let tools = config.tools.iter().chain(&global.tools).cloned().collect();
+        let mut tools = config.tools.clone();
+        for text in &global.tools {
+            tools.push(ToolsSource::parse(text).map_err(|e| anyhow::anyhow!("--tools: {e}"))?);
+        }
         Ok(Settings {
             config,
             limits,
@@ -311,7 +328,36 @@ impl Settings {
         if let Some(ca_file) = &self.ca_file {
             builder = builder.ca_file(ca_file.clone());
         }
+        if self.tools.iter().any(|t| t.reference().is_some()) {
+            builder = builder.pulled(self.pulled()?);
+        }
         Ok(builder)
+    }
+
+    /// What `oci://` references load from: the lock next to the config, the
+    /// store (`[oci] store`, else `$XDG_CACHE_HOME/toolcage/oci`), the
+    /// trust policy.
+    fn pulled(&self) -> Result<toolcage::oci::Pulled, toolcage::Error> {
+        let default_store = cache_home().map(|dir| dir.join("toolcage").join("oci"));
+        self.config.pulled(default_store.as_deref())
+    }
+
+    /// Fails unless every reference is in the lock and the store: the
+    /// commands that load never reach for a registry.
+    fn require_pulled(&self) -> anyhow::Result<()> {
+        let references: Vec<_> = self
+            .tools
+            .iter()
+            .filter_map(ToolsSource::reference)
+            .collect();
+        if references.is_empty() {
+            return Ok(());
+        }
+        let pulled = self.pulled()?;
+        for reference in references {
+            pulled.locate(reference)?;
+        }
+        Ok(())
     }
 
     /// The registry: bundled tools first, then every tools directory in
@@ -322,13 +368,14 @@ impl Settings {
 
     /// [`Settings::registry`], on `runtime`.
     async fn registry_on(&self, runtime: &Runtime) -> anyhow::Result<Registry> {
+        self.require_pulled()?;
         let mut registry = self.builder()?.runtime(runtime).build()?;
         noting_slow_loads(async {
             if self.bundled {
                 print::diagnostics(&load_bundled(&mut registry).await);
             }
-            for dir in &self.tools {
-                let reports = registry.load_dir(dir).await?;
+            for source in &self.tools {
+                let reports = registry.load_tools(source).await?;
                 print::diagnostics(&reports);
             }
             anyhow::Ok(())
@@ -341,6 +388,7 @@ impl Settings {
     /// The registry of [`Settings::registry`], on `runtime`, with its tools
     /// directories live: they can be reloaded or watched.
     async fn live_registry_on(&self, runtime: &Runtime) -> anyhow::Result<LiveRegistry> {
+        self.require_pulled()?;
         let mut base = self.builder()?.runtime(runtime).build()?;
         let live = noting_slow_loads(async {
             if self.bundled {
@@ -414,14 +462,7 @@ fn runtime() -> anyhow::Result<Runtime> {
 
 /// [`runtime`], from `builder`.
 fn runtime_with(builder: toolcage::RuntimeBuilder) -> anyhow::Result<Runtime> {
-    let absolute = |var| {
-        std::env::var_os(var)
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
-    let dir = absolute("XDG_CACHE_HOME")
-        .or_else(|| absolute("HOME").map(|home| home.join(".cache")))
-        .filter(|_| std::env::var_os("TOOLCAGE_NO_CACHE").is_none());
+    let dir = cache_home().filter(|_| std::env::var_os("TOOLCAGE_NO_CACHE").is_none());
     if let Some(dir) = dir {
         match builder.clone().disk_cache(dir.join("toolcage")).build() {
             Ok(runtime) => return Ok(runtime),
@@ -434,6 +475,17 @@ fn runtime_with(builder: toolcage::RuntimeBuilder) -> anyhow::Result<Runtime> {
     Ok(builder.build()?)
 }
 
+/// `$XDG_CACHE_HOME`, else `~/.cache`; relative paths are ignored, as the
+/// XDG specification says.
+fn cache_home() -> Option<PathBuf> {
+    let absolute = |var| {
+        std::env::var_os(var)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    absolute("XDG_CACHE_HOME").or_else(|| absolute("HOME").map(|home| home.join(".cache")))
+}
+
 /// Writes `toolcage: <message>` to stderr, if it can: a server whose stderr
 /// was closed must still serve and stop (`eprintln!` would panic the task).
 fn say(message: &str) {
@@ -441,13 +493,27 @@ fn say(message: &str) {
     writeln!(std::io::stderr(), "toolcage: {message}").ok();
 }
 
-/// Loads each file into a registry of its own, so each is judged alone.
-async fn check(settings: &Settings, files: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
+/// Loads each file (or pulled reference) into a registry of its own, so
+/// each is judged alone.
+async fn check(settings: &Settings, files: &[String], json: bool) -> anyhow::Result<ExitCode> {
     let runtime = runtime()?;
     let mut reports = Vec::with_capacity(files.len());
     for file in files {
-        let mut registry = settings.builder()?.runtime(&runtime).build()?;
-        let report = noting_slow_loads(registry.load_file(file)).await;
+        let mut builder = settings.builder()?.runtime(&runtime);
+        let report = match ToolsSource::parse(file)? {
+            ToolsSource::Oci(reference) => {
+                builder = builder.pulled(settings.pulled()?);
+                let mut registry = builder.build()?;
+                let report = noting_slow_loads(registry.load_reference(&reference)).await;
+                (report, registry)
+            }
+            ToolsSource::Dir(path) => {
+                let mut registry = builder.build()?;
+                let report = noting_slow_loads(registry.load_file(path)).await;
+                (report, registry)
+            }
+        };
+        let (report, registry) = report;
         let tools = registry.tools().cloned().collect::<Vec<_>>();
         reports.push((report, tools));
     }

@@ -1,0 +1,666 @@
+//! Talking to registries (the `oci` feature): pull, push and sign, over
+//! oci-client, with retries, credentials and progress.
+//!
+//! Every digest received is checked (oci-client hashes each manifest against
+//! the pin and the `Docker-Content-Digest` header, and each blob against its
+//! descriptor; toolcage hashes both again before storing), a component may
+//! be no larger than its descriptor says, and plain HTTP is used only for
+//! the registries the operator lists as insecure (loopback included).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::secrets::RegistryAuth;
+
+use super::layout::{
+    ACCEPTED_MANIFESTS, MANIFEST_MEDIA_TYPE, Manifest, component_artifact, now_rfc3339,
+};
+use super::pulled::verify_signature;
+use super::signature::{payload, signature_layers, signature_manifest};
+use super::{Digest, LockEntry, OciError, Reference, SigningKey, Store, TrustPolicy};
+use crate::sandbox::content::MAX_COMPONENT_BYTES;
+
+/// The most attempts of one request, on a 5xx answer or a timeout.
+const ATTEMPTS: u32 = 3;
+/// How long one operation (a pull, a push, a signature) may take in all,
+/// retries included.
+const OPERATION_TIME: Duration = Duration::from_secs(60);
+
+/// Credentials for a registry.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// None.
+    Anonymous,
+    /// A user name and password (or token), sent as HTTP Basic or traded
+    /// for a bearer token as the registry asks.
+    Basic {
+        /// The user name.
+        username: String,
+        /// The password.
+        password: String,
+    },
+    /// A bearer token, sent as it is.
+    Bearer(String),
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Credentials::Anonymous => f.write_str("Anonymous"),
+            Credentials::Basic { username, .. } => write!(f, "Basic({username}, …)"),
+            Credentials::Bearer(_) => f.write_str("Bearer(…)"),
+        }
+    }
+}
+
+/// How far a download has come.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress<'a> {
+    /// What is being pulled.
+    pub reference: &'a Reference,
+    /// Bytes received.
+    pub done: u64,
+    /// Bytes in all.
+    pub total: u64,
+}
+
+type ProgressFn = Arc<dyn Fn(Progress<'_>) + Send + Sync>;
+
+/// How a [`Client`] reaches registries. Default: HTTPS only, credentials
+/// from Docker's `config.json` (`$DOCKER_CONFIG`, else `~/.docker`) where it
+/// has some for the registry, else anonymous; no progress reports.
+#[derive(Clone, Default)]
+pub struct ClientOptions {
+    insecure: Vec<String>,
+    credentials: Option<Credentials>,
+    docker_config: Option<PathBuf>,
+    progress: Option<ProgressFn>,
+}
+
+impl std::fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("insecure", &self.insecure)
+            .field("credentials", &self.credentials)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientOptions {
+    /// Speaks plain HTTP to `registry` (`host:port`), as given in the
+    /// config's `[oci] insecure_registries`. Loopback is not trusted
+    /// implicitly. Default: none.
+    pub fn insecure_registry(mut self, registry: impl Into<String>) -> Self {
+        self.insecure.push(registry.into());
+        self
+    }
+
+    /// Uses `credentials` for every registry, instead of Docker's
+    /// `config.json`.
+    pub fn credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
+    /// Reads credentials from this directory's `config.json` instead of
+    /// `$DOCKER_CONFIG` or `~/.docker`.
+    pub fn docker_config(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.docker_config = Some(dir.into());
+        self
+    }
+
+    /// Calls `report` as a component downloads (at most every 64 KiB).
+    pub fn progress(mut self, report: impl Fn(Progress<'_>) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(report));
+        self
+    }
+}
+
+/// Pulls, pushes and signs components in OCI registries.
+pub struct Client {
+    inner: oci_client::Client,
+    options: ClientOptions,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client with `options`.
+    pub fn new(options: ClientOptions) -> Client {
+        // reqwest's TLS takes rustls's process-wide provider: ring, as for
+        // tools' own requests. One already installed is kept.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let config = ClientConfig {
+            protocol: ClientProtocol::HttpsExcept(options.insecure.clone()),
+            platform_resolver: None,
+            connect_timeout: Some(Duration::from_secs(10)),
+            read_timeout: Some(Duration::from_secs(30)),
+            user_agent: concat!("toolcage/", env!("CARGO_PKG_VERSION")),
+            ..ClientConfig::default()
+        };
+        Client {
+            inner: oci_client::Client::new(config),
+            options,
+        }
+    }
+
+    /// The credentials for `registry`.
+    fn auth(&self, registry: &str) -> RegistryAuth {
+        let credentials = match &self.options.credentials {
+            Some(credentials) => credentials.clone(),
+            None => docker_credentials(self.options.docker_config.clone(), registry)
+                .unwrap_or(Credentials::Anonymous),
+        };
+        match credentials {
+            Credentials::Anonymous => RegistryAuth::Anonymous,
+            Credentials::Basic { username, password } => RegistryAuth::Basic(username, password),
+            Credentials::Bearer(token) => RegistryAuth::Bearer(token),
+        }
+    }
+
+    /// Fetches `reference`'s manifest and checks its digest against the pin
+    /// and the registry's header; its bytes and digest.
+    async fn manifest(
+        &self,
+        reference: &Reference,
+        deadline: Instant,
+    ) -> Result<(Vec<u8>, Digest), OciError> {
+        let target = reference.to_client();
+        let auth = self.auth(reference.registry());
+        let (bytes, _) = retry(deadline, || {
+            self.inner
+                .pull_manifest_raw(&target, &auth, ACCEPTED_MANIFESTS)
+        })
+        .await
+        .map_err(|e| match e {
+            OciDistributionError::DigestError(
+                oci_client::errors::DigestError::VerificationError { expected, actual },
+            ) => match reference.digest() {
+                Some(pin) if pin.as_str() == expected => OciError::Pinned {
+                    reference: reference.to_string(),
+                    pinned: expected,
+                    actual,
+                },
+                _ => OciError::HeaderDigest {
+                    reference: reference.to_string(),
+                    header: expected,
+                    actual,
+                },
+            },
+            e => registry_error(reference, "the manifest", e),
+        })?;
+        let digest = Digest::of(&bytes);
+        if let Some(pin) = reference.digest()
+            && pin != &digest
+        {
+            return Err(OciError::Pinned {
+                reference: reference.to_string(),
+                pinned: pin.to_string(),
+                actual: digest.to_string(),
+            });
+        }
+        Ok((bytes.to_vec(), digest))
+    }
+
+    /// Resolves `reference` to its manifest's digest, checked.
+    pub async fn resolve(&self, reference: &Reference) -> Result<Digest, OciError> {
+        let deadline = Instant::now() + OPERATION_TIME;
+        Ok(self.manifest(reference, deadline).await?.1)
+    }
+
+    /// Pulls `reference` into `store`: resolves it (to `locked`'s digest
+    /// when given, else the reference's pin or its tag), checks every
+    /// digest, the artifact's layout and, where `trust` has a key for it,
+    /// its signature; and returns the lock entry that records it. Nothing
+    /// is stored unless every check passed.
+    pub async fn pull(
+        &self,
+        reference: &Reference,
+        locked: Option<&Digest>,
+        trust: &TrustPolicy,
+        store: &Store,
+    ) -> Result<LockEntry, OciError> {
+        let deadline = Instant::now() + OPERATION_TIME;
+        let target = match locked {
+            Some(digest) => reference.with_digest(digest.clone()),
+            None => reference.clone(),
+        };
+        let (manifest_bytes, digest) = self.manifest(&target, deadline).await?;
+        let manifest = Manifest::parse(reference, &manifest_bytes)?;
+        let layer = manifest.component_layer(reference)?.clone();
+        let component: Digest = layer.digest.parse().expect("checked by component_layer");
+        if layer.size > MAX_COMPONENT_BYTES {
+            return Err(OciError::Layout {
+                reference: reference.to_string(),
+                reason: format!(
+                    "its component is {} bytes; the most toolcage loads is {MAX_COMPONENT_BYTES}",
+                    layer.size
+                ),
+            });
+        }
+        let bytes = match store.read(&component) {
+            Ok(Some(bytes)) => bytes,
+            _ => self.blob(reference, &layer, deadline).await?,
+        };
+
+        // The signature, where a key covers the reference.
+        let mut signature = None;
+        let mut signature_blobs = Vec::new();
+        if let Some(key) = trust.key_for(reference) {
+            match self.signature(reference, &digest, deadline).await? {
+                Some((manifest_bytes, layers)) => {
+                    verify_signature(reference, key, &digest, &layers)?;
+                    let manifest = Manifest::parse(reference, &manifest_bytes)?;
+                    let payloads = signature_layers(&manifest).into_iter().map(|(d, _)| d);
+                    for (payload_digest, (payload, _)) in payloads.zip(&layers) {
+                        signature_blobs.push((payload_digest, payload.clone()));
+                    }
+                    let signature_digest = Digest::of(&manifest_bytes);
+                    signature_blobs.push((signature_digest.clone(), manifest_bytes));
+                    signature = Some((signature_digest, key.source().to_string()));
+                }
+                None if key.requires_signature() => {
+                    return Err(OciError::Signature {
+                        reference: reference.to_string(),
+                        reason: format!(
+                            "no signature: the registry has no {} for {digest}, and the trust key {} for `{}` requires one",
+                            digest.signature_tag(),
+                            key.source(),
+                            key.prefix()
+                        ),
+                    });
+                }
+                None => {}
+            }
+        }
+
+        for (blob_digest, blob) in signature_blobs {
+            store.write(&blob_digest, &blob)?;
+        }
+        store.write(&component, &bytes)?;
+        store.write(&digest, &manifest_bytes)?;
+        let (signature, signed_by) = signature.unzip();
+        Ok(LockEntry {
+            reference: reference.to_string(),
+            digest,
+            component,
+            size: layer.size,
+            signature,
+            signed_by,
+            pulled: now_rfc3339(),
+        })
+    }
+
+    /// Downloads the component `layer` of `reference`, checked against its
+    /// digest and size.
+    async fn blob(
+        &self,
+        reference: &Reference,
+        layer: &super::layout::Descriptor,
+        deadline: Instant,
+    ) -> Result<Vec<u8>, OciError> {
+        let target = reference.to_client();
+        let descriptor = oci_client::manifest::OciDescriptor {
+            media_type: layer.media_type.clone(),
+            digest: layer.digest.clone(),
+            size: layer.size as i64,
+            ..Default::default()
+        };
+        let bytes = retry(deadline, || async {
+            let mut sink = Sink {
+                bytes: Vec::new(),
+                limit: layer.size,
+                reported: 0,
+                reference,
+                progress: self.options.progress.as_ref(),
+            };
+            self.inner
+                .pull_blob(&target, &descriptor, &mut sink)
+                .await
+                .map(|()| sink.bytes)
+        })
+        .await
+        .map_err(|e| match e {
+            OciDistributionError::DigestError(
+                oci_client::errors::DigestError::VerificationError { expected, actual },
+            ) => OciError::Digest {
+                reference: reference.to_string(),
+                what: "component layer",
+                expected,
+                actual,
+            },
+            e => registry_error(reference, "the component layer", e),
+        })?;
+        let actual = Digest::of(&bytes);
+        if actual.as_str() != layer.digest || bytes.len() as u64 != layer.size {
+            return Err(OciError::Digest {
+                reference: reference.to_string(),
+                what: "component layer",
+                expected: format!("{} ({} bytes)", layer.digest, layer.size),
+                actual: format!("{actual} ({} bytes)", bytes.len()),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// The signature image for `digest` in `reference`'s repository, if
+    /// there is one: its manifest, and each payload (checked against its
+    /// digest) with its signature.
+    #[allow(clippy::type_complexity)]
+    async fn signature(
+        &self,
+        reference: &Reference,
+        digest: &Digest,
+        deadline: Instant,
+    ) -> Result<Option<(Vec<u8>, Vec<(Vec<u8>, Option<String>)>)>, OciError> {
+        let signatures = reference.at_tag(digest.signature_tag());
+        let manifest_bytes = match self.manifest(&signatures, deadline).await {
+            Ok((bytes, _)) => bytes,
+            Err(OciError::Registry { reason, .. }) if reason.starts_with(NOT_FOUND) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let manifest = Manifest::parse(&signatures, &manifest_bytes)?;
+        let mut layers = Vec::new();
+        for (payload_digest, signature) in signature_layers(&manifest) {
+            let descriptor = super::layout::Descriptor {
+                media_type: super::signature::PAYLOAD_MEDIA_TYPE.into(),
+                digest: payload_digest.to_string(),
+                size: manifest
+                    .layers
+                    .iter()
+                    .find(|l| l.digest == payload_digest.as_str())
+                    .map_or(0, |l| l.size.min(1 << 20)),
+                annotations: BTreeMap::new(),
+            };
+            let payload = self.blob(&signatures, &descriptor, deadline).await?;
+            layers.push((payload, signature));
+        }
+        Ok(Some((manifest_bytes, layers)))
+    }
+
+    /// Publishes `component` as `reference` in the CNCF Wasm layout, with
+    /// `annotations` on its manifest; the manifest's digest.
+    pub async fn push(
+        &self,
+        component: &[u8],
+        reference: &Reference,
+        annotations: BTreeMap<String, String>,
+    ) -> Result<Digest, OciError> {
+        let deadline = Instant::now() + OPERATION_TIME;
+        let (manifest, config) = component_artifact(component, annotations, &now_rfc3339());
+        self.push_image(reference, &[component, &config], manifest, deadline)
+            .await
+    }
+
+    /// Pushes `blobs`, then `manifest` as `reference`.
+    async fn push_image(
+        &self,
+        reference: &Reference,
+        blobs: &[&[u8]],
+        manifest: Vec<u8>,
+        deadline: Instant,
+    ) -> Result<Digest, OciError> {
+        let target = reference.to_client();
+        let auth = self.auth(reference.registry());
+        self.inner
+            .store_auth_if_needed(target.resolve_registry(), &auth)
+            .await;
+        for blob in blobs {
+            let digest = Digest::of(blob);
+            let exists = self
+                .inner
+                .blob_exists(&target, digest.as_str())
+                .await
+                .unwrap_or(false);
+            if !exists {
+                let blob = bytes::Bytes::copy_from_slice(blob);
+                retry(deadline, || {
+                    self.inner.push_blob(&target, blob.clone(), digest.as_str())
+                })
+                .await
+                .map_err(|e| registry_error(reference, "pushing a blob", e))?;
+            }
+        }
+        let digest = Digest::of(&manifest);
+        let manifest = bytes::Bytes::from(manifest);
+        retry(deadline, || {
+            self.inner.push_manifest_raw(
+                &target,
+                manifest.clone(),
+                http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE),
+            )
+        })
+        .await
+        .map_err(|e| registry_error(reference, "pushing the manifest", e))?;
+        Ok(digest)
+    }
+
+    /// Signs the manifest `reference` names in the registry with `key`, as
+    /// `cosign sign --key` does: the simple-signing payload for its digest,
+    /// pushed beside it under `sha256-<hex>.sig` (added to the signatures
+    /// already there). Returns the digest signed and the signature's
+    /// reference.
+    pub async fn sign(
+        &self,
+        reference: &Reference,
+        key: &SigningKey,
+    ) -> Result<(Digest, Reference), OciError> {
+        let deadline = Instant::now() + OPERATION_TIME;
+        let (_, digest) = self.manifest(reference, deadline).await?;
+        let signatures = reference.at_tag(digest.signature_tag());
+        let existing = match self.manifest(&signatures, deadline).await {
+            Ok((bytes, _)) => Some(Manifest::parse(&signatures, &bytes)?),
+            Err(OciError::Registry { reason, .. }) if reason.starts_with(NOT_FOUND) => None,
+            Err(e) => return Err(e),
+        };
+        let payload = payload(reference, &digest);
+        let signature = key.sign(&payload);
+        let (manifest, config) = signature_manifest(existing, &payload, &signature);
+        self.push_image(&signatures, &[&payload, &config], manifest, deadline)
+            .await?;
+        Ok((digest, signatures))
+    }
+}
+
+/// How a "not found" registry error begins.
+const NOT_FOUND: &str = "not found";
+
+/// An oci-client error as toolcage says it.
+fn registry_error(reference: &Reference, what: &str, error: OciDistributionError) -> OciError {
+    let reason = match &error {
+        OciDistributionError::UnauthorizedError { url } => format!(
+            "{what}: 401 unauthorized at {url}: give credentials (an `auths` entry in Docker's config.json, or --registry-user with --registry-password-stdin)"
+        ),
+        OciDistributionError::AuthenticationFailure(message) => {
+            format!("{what}: authentication failed: {message}")
+        }
+        OciDistributionError::RegistryError { envelope, url }
+            if envelope.errors.iter().any(|e| {
+                matches!(
+                    e.code,
+                    OciErrorCode::ManifestUnknown
+                        | OciErrorCode::NameUnknown
+                        | OciErrorCode::NotFound
+                        | OciErrorCode::BlobUnknown
+                )
+            }) =>
+        {
+            format!("{NOT_FOUND}: {what} is not in the registry ({url})")
+        }
+        OciDistributionError::RegistryError { envelope, url }
+            if envelope
+                .errors
+                .iter()
+                .any(|e| matches!(e.code, OciErrorCode::Unauthorized | OciErrorCode::Denied)) =>
+        {
+            format!(
+                "{what}: unauthorized at {url} ({envelope}): give credentials (an `auths` entry in Docker's config.json, or --registry-user with --registry-password-stdin)"
+            )
+        }
+        OciDistributionError::ImageManifestNotFoundError(message) => {
+            format!("{NOT_FOUND}: {what} is not in the registry ({message})")
+        }
+        OciDistributionError::ServerError { code: 404, url, .. } => {
+            format!("{NOT_FOUND}: {what} is not in the registry ({url})")
+        }
+        OciDistributionError::ServerError { code, url, message } => {
+            format!(
+                "{what}: the registry answered {code} at {url}: {}",
+                message.trim()
+            )
+        }
+        OciDistributionError::RequestError(e) => {
+            let mut reason = format!("{what}: cannot reach the registry: {e}");
+            let mut source = std::error::Error::source(e);
+            while let Some(cause) = source {
+                reason.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            reason
+        }
+        e => format!("{what}: {e}"),
+    };
+    OciError::Registry {
+        reference: reference.to_string(),
+        reason,
+    }
+}
+
+/// Runs `attempt` up to [`ATTEMPTS`] times while it fails with a 5xx answer
+/// or a timeout, backing off, and never past `deadline`.
+async fn retry<T, F, Fut>(deadline: Instant, mut attempt: F) -> Result<T, OciDistributionError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, OciDistributionError>>,
+{
+    let mut backoff = Duration::from_millis(500);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let error = match tokio::time::timeout(left, attempt()).await {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(error)) => error,
+            Err(_) => {
+                return Err(OciDistributionError::GenericError(Some(format!(
+                    "gave up after {} s in all",
+                    OPERATION_TIME.as_secs()
+                ))));
+            }
+        };
+        let retryable = match &error {
+            OciDistributionError::ServerError { code, .. } => *code >= 500,
+            OciDistributionError::RequestError(e) => e.is_timeout() || e.is_connect(),
+            _ => false,
+        };
+        if !retryable || tries >= ATTEMPTS || Instant::now() + backoff >= deadline {
+            return Err(error);
+        }
+        tracing::info!("registry request failed ({error}); trying again in {backoff:?}");
+        tokio::time::sleep(backoff).await;
+        backoff *= 2;
+    }
+}
+
+/// Credentials for `registry` from Docker's `config.json`: its `auths`
+/// entry (`auth`, or `username` and `password`, or `registrytoken`).
+fn docker_credentials(dir: Option<PathBuf>, registry: &str) -> Option<Credentials> {
+    let dir = dir
+        .or_else(|| std::env::var_os("DOCKER_CONFIG").map(PathBuf::from))
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".docker")))?;
+    let text = std::fs::read_to_string(dir.join("config.json")).ok()?;
+    let config: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let auths = config.get("auths")?.as_object()?;
+    let host = |key: &str| {
+        let key = key
+            .trim_start_matches("https://")
+            .trim_start_matches("http://");
+        key.split('/').next().unwrap_or(key).to_string()
+    };
+    let entry = auths.iter().find(|(key, _)| host(key) == registry)?.1;
+    let text = |field: &str| {
+        entry
+            .get(field)
+            .and_then(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+    };
+    if let Some(token) = text("registrytoken") {
+        return Some(Credentials::Bearer(token.to_string()));
+    }
+    if let Some(auth) = text("auth") {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(auth)
+            .ok()?;
+        let decoded = String::from_utf8(decoded).ok()?;
+        let (username, password) = decoded.split_once(':')?;
+        return Some(Credentials::Basic {
+            username: username.to_string(),
+            password: password.to_string(),
+        });
+    }
+    Some(Credentials::Basic {
+        username: text("username")?.to_string(),
+        password: text("password")?.to_string(),
+    })
+}
+
+/// Collects a download, refusing more bytes than its descriptor says, and
+/// reports progress.
+struct Sink<'a> {
+    bytes: Vec<u8>,
+    limit: u64,
+    reported: u64,
+    reference: &'a Reference,
+    progress: Option<&'a ProgressFn>,
+}
+
+impl tokio::io::AsyncWrite for Sink<'_> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if self.bytes.len() as u64 + buf.len() as u64 > self.limit {
+            return Poll::Ready(Err(std::io::Error::other(format!(
+                "the registry sent more than the {} bytes the descriptor says",
+                self.limit
+            ))));
+        }
+        self.bytes.extend_from_slice(buf);
+        let done = self.bytes.len() as u64;
+        if let Some(progress) = self.progress
+            && (done - self.reported >= 64 << 10 || done == self.limit)
+        {
+            progress(Progress {
+                reference: self.reference,
+                done,
+                total: self.limit,
+            });
+            self.reported = done;
+        }
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
