@@ -10,7 +10,9 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from conftest import INITIALIZE, TOKEN
+from mcp import Client, StdioServerParameters
+
+from conftest import BIN, INITIALIZE, TOKEN, server_args
 
 pytestmark = pytest.mark.anyio
 
@@ -33,6 +35,9 @@ async def test_lists_tools_with_every_hint_explicit(connect, mode):
         # Present and false, not absent (which MCP reads as true).
         assert (hints.read_only_hint, hints.destructive_hint) == (True, False)
         assert (hints.idempotent_hint, hints.open_world_hint) == (True, False)
+        # The output limit (1 MiB) as Claude Code's per-tool result cap,
+        # which goes no higher than 500,000 characters.
+        assert echo.meta["anthropic/maxResultSizeChars"] == 500_000
 
 
 async def test_a_good_call_has_structured_content(connect):
@@ -116,7 +121,9 @@ async def test_ask_without_elicitation_is_a_denial_saying_why(connect):
         result = await client.call_tool("fail", {})
         assert result.is_error
         assert result.meta[META]["error_kind"] == "permission_denied"
-        assert "approval" in result.content[0].text
+        text = result.content[0].text
+        assert "approval" in text and "cannot ask its user" in text
+        assert "does not support elicitation" in text
 
 
 async def test_progress_arrives_in_order_before_the_result(connect):
@@ -227,3 +234,42 @@ async def test_http_requires_the_token_and_refuses_foreign_origins(http_server, 
         assert response.status_code == 200, "the server keeps serving"
         health = await http.get(http_server.replace("/mcp", "/healthz"))
         assert health.status_code == 200
+
+
+async def test_a_quiet_long_call_is_kept_alive_only_for_a_progress_token(config_file):
+    """--keep-alive-ms 1000: a 3 s call whose tool reports once (at its
+    start) gets "still running" progress each quiet second; the same call
+    without a progress token gets no progress at all."""
+    server = StdioServerParameters(
+        command=BIN, args=[*server_args(config_file), "--keep-alive-ms", "1000"]
+    )
+    reports = []
+    notifications = []
+
+    async def on_progress(progress, total, message):
+        reports.append((progress, total, message))
+
+    async def on_message(message):
+        notifications.append(message)
+
+    async with Client(server, message_handler=on_message) as client:
+        result = await client.call_tool(
+            "echo", {"text": "x", "sleep_ms": 3000}, progress_callback=on_progress
+        )
+        assert not result.is_error
+        assert reports[0] == (0.5, 1.0, "sleeping"), reports
+        kept = [r for r in reports[1:] if r[2].startswith("still running")]
+        assert len(kept) >= 2 and len(kept) == len(reports) - 1, reports
+        values = [r[0] for r in reports]
+        assert values == sorted(set(values)), reports
+
+        def progress(seen):
+            return [n for n in seen if isinstance(n, types.ProgressNotification)]
+
+        # The same predicate sees the keep-alive notifications above...
+        assert len(progress(notifications)) == len(reports), notifications
+        notifications.clear()
+        result = await client.call_tool("echo", {"text": "x", "sleep_ms": 2500})
+        assert not result.is_error
+        # ... and none without a token.
+        assert progress(notifications) == [], notifications

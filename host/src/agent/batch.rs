@@ -58,6 +58,7 @@ type EventSink = Arc<dyn Fn(AgentEvent) + Send + Sync>;
 ///   embedder, and the runner is what lets a model call it, so the operator
 ///   says which tools a model may use;
 /// - [`approver`](Self::approver): none, so `ask` rules deny;
+/// - [`unapprovable`](Self::unapprovable): none (the denial gives no reason);
 /// - [`on_denial`](Self::on_denial): [`OnDenial::Continue`];
 /// - [`concurrency`](Self::concurrency): [`Runner::DEFAULT_CONCURRENCY`] (8);
 /// - [`on_event`](Self::on_event): no subscriber;
@@ -94,6 +95,8 @@ pub struct Runner {
     concurrency: usize,
     permissions: Permissions,
     approver: Option<Arc<dyn Approver>>,
+    /// Why no one can approve here, when the embedder knows.
+    unapprovable: Option<String>,
     on_denial: OnDenial,
     events: Option<EventSink>,
     cache: Option<ResultCache>,
@@ -136,6 +139,7 @@ impl Runner {
             concurrency: Self::DEFAULT_CONCURRENCY,
             permissions: Permissions::deny_all(),
             approver: None,
+            unapprovable: None,
             on_denial: OnDenial::default(),
             events: None,
             cache: None,
@@ -175,6 +179,16 @@ impl Runner {
     /// Decides on calls whose rule is `ask`. Default: none, so they are denied.
     pub fn approver(mut self, approver: impl Approver + 'static) -> Self {
         self.approver = Some(Arc::new(approver));
+        self
+    }
+
+    /// Why no one can approve `ask` calls here, when there is no
+    /// [`approver`](Self::approver), said in their denial so that the model
+    /// (and the user reading along) knows what is missing, such as "this MCP
+    /// client cannot ask its user (it does not support elicitation)".
+    /// Default: none, and the denial says only that no one can approve.
+    pub fn unapprovable(mut self, why: impl Into<String>) -> Self {
+        self.unapprovable = Some(why.into());
         self
     }
 
@@ -381,8 +395,13 @@ impl Runner {
                     return Gate::Run;
                 };
                 let Some(approver) = &self.approver else {
+                    let why = self
+                        .unapprovable
+                        .as_ref()
+                        .map(|why| format!(": {why}"))
+                        .unwrap_or_default();
                     let output = format!(
-                        "Calls to `{tool}` need the user's approval, and no one can approve them here (permission denied). Do not retry it: choose another approach, or tell the user what you wanted to do with `{tool}` and why."
+                        "Calls to `{tool}` need the user's approval, and no one can approve them here{why} (permission denied). Do not retry it: choose another approach, or tell the user what you wanted to do with `{tool}` and why."
                     );
                     return self.refused(call, output, refused);
                 };

@@ -513,6 +513,12 @@ impl Registry {
         self.entry(name).map(|entry| &entry.info)
     }
 
+    /// The limits the tool called `name` runs with (its component's).
+    pub fn limits(&self, name: &str) -> Option<&Limits> {
+        self.entry(name)
+            .map(|entry| &entry.component.sandbox.grants.limits)
+    }
+
     pub(crate) fn entry(&self, name: &str) -> Option<&Entry> {
         self.by_name.get(name).map(|&index| &*self.tools[index])
     }

@@ -16,6 +16,10 @@ use serde_json::Value;
 
 use crate::agent::{Approval, ApprovalRequest, Approver};
 
+/// Why a client without elicitation cannot approve a call.
+pub const NO_ELICITATION: &str =
+    "this MCP client cannot ask its user (it does not support elicitation)";
+
 /// The key of the approval question in an input-required result.
 const QUESTION: &str = "toolcage_approval";
 /// The one field the user answers.

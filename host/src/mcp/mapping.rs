@@ -17,7 +17,19 @@ pub const CALL_META_KEY: &str = "dev.toolcage/call";
 
 /// A registered tool as `tools/list` shows it. All four hints are explicit:
 /// MCP reads a missing `destructiveHint` or `openWorldHint` as true.
-pub fn tool(info: &ToolInfo) -> Tool {
+/// The `_meta` key by which a tool raises Claude Code's cap on the size of
+/// its results (50,000 characters by default, at most
+/// [`MAX_RESULT_SIZE_CHARS`]; <https://code.claude.com/docs/en/mcp>, "Raise
+/// the limit for a specific tool"). Above the cap, Claude Code saves a
+/// result to a file and shows the model a preview.
+pub const MAX_RESULT_SIZE_KEY: &str = "anthropic/maxResultSizeChars";
+/// The most that key may declare.
+pub const MAX_RESULT_SIZE_CHARS: usize = 500_000;
+
+/// A tool as `tools/list` lists it. Its `_meta` declares the largest result
+/// it can return, from its output limit (a byte is at most a character),
+/// so that a client with a smaller default cap takes it whole.
+pub fn tool(info: &ToolInfo, limits: Option<&crate::Limits>) -> Tool {
     let descriptor = &info.descriptor;
     let mut annotations = ToolAnnotations::new()
         .read_only(descriptor.hints.read_only)
@@ -33,6 +45,12 @@ pub fn tool(info: &ToolInfo) -> Tool {
     tool.title = descriptor.title.clone();
     tool.output_schema = descriptor.output_schema.as_ref().map(object);
     tool.annotations = Some(annotations);
+    if let Some(limits) = limits {
+        let mut meta = rmcp::model::JsonObject::new();
+        let chars = limits.output_bytes.min(MAX_RESULT_SIZE_CHARS);
+        meta.insert(MAX_RESULT_SIZE_KEY.into(), chars.into());
+        tool.meta = Some(rmcp::model::MetaObject(meta));
+    }
     tool
 }
 
@@ -144,6 +162,21 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_result_size_cap_comes_from_the_output_limit() {
+        let cap = |output_bytes| {
+            let limits = crate::Limits {
+                output_bytes,
+                ..crate::Limits::default()
+            };
+            let tool = tool(&info(None, Hints::default()), Some(&limits));
+            tool.meta.unwrap().0[MAX_RESULT_SIZE_KEY].as_u64()
+        };
+        assert_eq!(cap(64 << 10), Some(65_536));
+        assert_eq!(cap(1 << 20), Some(MAX_RESULT_SIZE_CHARS as u64));
+        assert!(tool(&info(None, Hints::default()), None).meta.is_none());
+    }
+
     fn result(is_error: bool, details: Option<Value>) -> CallResult {
         CallResult {
             tool: "echo".into(),
@@ -165,7 +198,7 @@ mod tests {
             read_only: true,
             ..Hints::default()
         };
-        let tool = serde_json::to_value(tool(&info(None, hints))).unwrap();
+        let tool = serde_json::to_value(tool(&info(None, hints), None)).unwrap();
         assert_eq!(
             tool["annotations"],
             json!({

@@ -69,6 +69,10 @@ const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 /// redeployment) changes it.
 const FIXED_LIST_TTL: Duration = Duration::from_secs(300);
 
+/// How often, by default, a call with a progress token reports progress
+/// while its tool reports none: see [`McpServer::keep_alive`].
+pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(10);
+
 /// Serves a registry's tools over MCP. Cloning shares the registry and the
 /// rules; each clone keeps its own client's log level, so make one per
 /// connection (the HTTP transport does).
@@ -80,6 +84,12 @@ const FIXED_LIST_TTL: Duration = Duration::from_secs(300);
 /// the client answers by calling again, on older revisions as an
 /// `elicitation/create` request. A client without elicitation gets a
 /// denial saying why.
+///
+/// A call whose request carries a progress token, and whose tool goes
+/// quiet for [`DEFAULT_KEEP_ALIVE`], gets a progress notification ("still
+/// running") at that interval until it ends (at the latest at its timeout),
+/// so that clients which reset their request timeout on progress keep
+/// waiting: see [`keep_alive`](Self::keep_alive).
 ///
 /// Served from a [`LiveRegistry`] (with directories, reloaded or watched),
 /// every change of the tool set is announced with
@@ -97,6 +107,9 @@ pub struct McpServer {
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
     /// The sessions (before 2026-07-28) told when the tools change.
     sessions: Sessions,
+    /// How long a call's progress may be quiet before the server reports
+    /// for it; `None`: never.
+    keep_alive: Option<Duration>,
 }
 
 /// The initialized sessions of the older revisions, over every connection,
@@ -119,7 +132,17 @@ impl McpServer {
             in_flight: InFlight::default(),
             log_level: Arc::default(),
             sessions: Sessions::default(),
+            keep_alive: Some(DEFAULT_KEEP_ALIVE),
         }
+    }
+
+    /// Reports progress for a call whose tool has been quiet for `interval`
+    /// (and again each `interval` it stays quiet), when its request has a
+    /// progress token; `None` never does. A zero interval is taken as
+    /// `None`. Default: [`DEFAULT_KEEP_ALIVE`] (10 s).
+    pub fn keep_alive(mut self, interval: Option<Duration>) -> Self {
+        self.keep_alive = interval.filter(|i| !i.is_zero());
+        self
     }
 
     /// The operator's permission rules. Default: deny every call.
@@ -233,11 +256,14 @@ impl ServerHandler for McpServer {
             true => FIXED_LIST_TTL,
             false => LIVE_LIST_TTL,
         };
-        Ok(ListToolsResult::with_all_items(
-            self.tools.current().tools().map(mapping::tool).collect(),
-        )
-        .with_ttl_ms(ttl.as_millis() as u64)
-        .with_cache_scope(CacheScope::Public))
+        let registry = self.tools.current();
+        let tools = registry
+            .tools()
+            .map(|info| mapping::tool(info, registry.limits(&info.descriptor.name)))
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools)
+            .with_ttl_ms(ttl.as_millis() as u64)
+            .with_cache_scope(CacheScope::Public))
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -324,12 +350,15 @@ impl ServerHandler for McpServer {
         let mut runner = Runner::new(self.tools.clone())
             .pinned(registry.clone())
             .permissions((*permissions).clone());
-        if let Some(approver) = approver {
-            let approver: Arc<dyn Approver> = approver.into();
-            runner = runner.approver(move |request| {
-                let approver = approver.clone();
-                async move { approver.approve(request).await }
-            });
+        match approver {
+            Some(approver) => {
+                let approver: Arc<dyn Approver> = approver.into();
+                runner = runner.approver(move |request| {
+                    let approver = approver.clone();
+                    async move { approver.approve(request).await }
+                });
+            }
+            None => runner = runner.unapprovable(approval::NO_ELICITATION),
         }
         let runner = runner.cancel_token(cancel.clone()).on_event(move |event| {
             events.send(event).ok();
@@ -352,9 +381,36 @@ impl ServerHandler for McpServer {
             drop(runner);
             results
         };
+        let keep_alive = progress_token.as_ref().and(self.keep_alive);
         let forward = async move {
             let mut progress = mapping::Progress::default();
-            while let Some(event) = received.recv().await {
+            let started = tokio::time::Instant::now();
+            let mut quiet_since = started;
+            loop {
+                let quiet = async {
+                    match keep_alive {
+                        Some(interval) => tokio::time::sleep_until(quiet_since + interval).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                let event = tokio::select! {
+                    event = received.recv() => match event {
+                        Some(event) => event,
+                        None => break,
+                    },
+                    () = quiet => {
+                        // The tool is quiet: say the call is alive.
+                        if let Some(token) = &progress_token {
+                            let mut param =
+                                ProgressNotificationParam::new(token.clone(), progress.next(None));
+                            let running = started.elapsed().as_secs();
+                            param.message = Some(format!("still running ({running} s)"));
+                            peer.notify_progress(param).await.ok();
+                        }
+                        quiet_since = tokio::time::Instant::now();
+                        continue;
+                    }
+                };
                 match event {
                     AgentEvent::ToolProgress {
                         message, fraction, ..
@@ -367,6 +423,7 @@ impl ServerHandler for McpServer {
                         param.message = Some(message);
                         param.total = fraction.map(|_| 1.0);
                         peer.notify_progress(param).await.ok();
+                        quiet_since = tokio::time::Instant::now();
                     }
                     AgentEvent::ToolLog {
                         level,

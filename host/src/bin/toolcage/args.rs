@@ -207,6 +207,12 @@ pub enum Command {
         /// changed and removed components), without a restart.
         #[arg(long)]
         watch: bool,
+        /// Send a progress notification for a call whose tool has been
+        /// quiet for N milliseconds, and again every N, when the request
+        /// has a progress token (clients that reset their timeout on
+        /// progress then wait for long calls); 0: never. Default: 10000.
+        #[arg(long, value_name = "N")]
+        keep_alive_ms: Option<u64>,
         /// Watch by polling every N milliseconds, for file systems that send
         /// no change events (implies --watch).
         #[arg(long, value_name = "N")]

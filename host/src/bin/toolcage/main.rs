@@ -143,6 +143,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             max_concurrent_calls,
             watch,
             poll_ms,
+            keep_alive_ms,
         } => {
             let mut runtime = Runtime::builder();
             if let Some(calls) = max_concurrent_calls {
@@ -169,6 +170,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 allow_hosts: allow_hosts.clone(),
                 watch,
                 config_file: config_path(global),
+                keep_alive_ms: *keep_alive_ms,
             };
             serve.run(registry, settings.config.clone()).await?;
             Ok(ExitCode::SUCCESS)

@@ -30,11 +30,16 @@ pub struct Serve {
     pub watch: Option<WatchOptions>,
     /// The file SIGHUP re-reads, if the config came from one.
     pub config_file: Option<PathBuf>,
+    /// `--keep-alive-ms`: `None` for the default, `Some(0)` for never.
+    pub keep_alive_ms: Option<u64>,
 }
 
 impl Serve {
     pub async fn run(mut self, registry: LiveRegistry, config: Config) -> anyhow::Result<()> {
-        let server = McpServer::new(registry.clone()).permissions(config.permissions.clone());
+        let mut server = McpServer::new(registry.clone()).permissions(config.permissions.clone());
+        if let Some(ms) = self.keep_alive_ms {
+            server = server.keep_alive(Some(std::time::Duration::from_millis(ms)));
+        }
         let _watcher = match self.watch {
             Some(options) => Some(registry.watch(options)?),
             None => None,
