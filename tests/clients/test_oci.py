@@ -423,6 +423,20 @@ def test_a_signature_of_another_digest_is_refused(oci_registry, tmp_path):
     assert_refused(project, second_tag, "echo", "another digest")
 
 
+def test_a_signature_for_another_repository_is_refused(oci_registry, tmp_path):
+    """A digest signed for tools/grep must not run as tools/echo (whose name
+    and grants it would take), even under the same trusted prefix."""
+    host = oci_registry.host
+    project, key = signed_project(tmp_path, oci_registry)
+    echo_tag = ref(host)
+    digest = project.push(ECHO, echo_tag)["digest"]
+    payload = cosign.payload(f"{host}/tools/grep", digest)
+    cosign.push_signature(host, "tools/echo", digest, payload, cosign.sign(key, payload))
+
+    configure_tools(project, oci_registry, [echo_tag])
+    assert_refused(project, echo_tag, "echo", "another repository")
+
+
 def test_no_signature_is_refused_when_a_key_requires_one(oci_registry, tmp_path):
     host = oci_registry.host
     project, _ = signed_project(tmp_path, oci_registry, require_signature=True)
@@ -493,8 +507,15 @@ def test_toolcage_sign_pushes_what_cosign_verifies(oci_registry, tmp_path, key_f
     digest = project.push(ECHO, echo_tag)["digest"]
     assert not cosign.fetch_and_verify(host, "tools/echo", digest, key)
 
-    project.ok("sign", echo_tag, "--key", str(key_file))
+    # A tag can move between push and sign: only a digest is signed.
+    refused = project.fails("sign", echo_tag, "--key", str(key_file))
+    assert_says(refused, "digest")
+    # Another signer (cosign's format) signed first: its signature stays.
+    other = cosign.generate_key()
+    cosign.sign_and_push(host, "tools/echo", digest, other)
+    project.ok("sign", pinned(host, "tools/echo", digest), "--key", str(key_file))
     assert cosign.fetch_and_verify(host, "tools/echo", digest, key)
+    assert cosign.fetch_and_verify(host, "tools/echo", digest, other)
     assert not cosign.fetch_and_verify(host, "tools/echo", digest, cosign.generate_key())
     signature = manifest_of(
         oci_registry,

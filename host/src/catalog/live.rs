@@ -41,7 +41,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::{Mutex, broadcast};
 
 use super::component::Source;
-use super::oci::Reference;
+use super::oci::{OciError, Reference};
 use super::registry::{
     Entry, FileReport, Prepared, Registry, Shadowed, ToolsSource, component_name, is_component_file,
 };
@@ -531,9 +531,12 @@ async fn prepare_all(
 /// loading, so calls cannot make it wait.
 fn depends_on_content(error: &LoadError) -> bool {
     match error {
-        // The lock or the store may be fixed by the next pull.
         LoadError::Io(_) | LoadError::Mount(_) | LoadError::Changed => false,
-        LoadError::Distribution(_) => false,
+        // A reference's "content" is its lock entry (its stamp is the
+        // lock's): what the lock decides is retried when the lock changes;
+        // what the store lacks, at every reload.
+        LoadError::Distribution(OciError::NotStored { .. } | OciError::Store { .. }) => false,
+        LoadError::Distribution(_) => true,
         LoadError::Describe { kind, .. } => *kind != ErrorKind::Cancelled,
         _ => true,
     }

@@ -9,8 +9,8 @@ use std::sync::Mutex;
 
 use anyhow::{Context, bail};
 use toolcage::oci::{
-    ANNOTATION_TOOLS, ANNOTATION_WIT, Client, ClientOptions, Credentials, Lockfile, Reference,
-    SigningKey, WIT_VERSION,
+    ANNOTATION_TOOLS, ANNOTATION_WIT, Client, ClientOptions, Credentials, LockEntry, Lockfile,
+    Reference, SigningKey, WIT_VERSION,
 };
 
 use crate::args::GlobalArgs;
@@ -20,13 +20,26 @@ use crate::{Settings, print, say};
 const PROGRESS_FROM_BYTES: u64 = 4 << 20;
 
 /// A client for the config's `[oci]` settings and the command line's
-/// credentials.
-fn client(settings: &Settings, global: &GlobalArgs) -> anyhow::Result<Client> {
+/// credentials, which go to the one registry `references` name.
+fn client(
+    settings: &Settings,
+    global: &GlobalArgs,
+    references: &[&Reference],
+) -> anyhow::Result<Client> {
     let mut options = ClientOptions::default();
     for registry in &settings.config.oci.insecure_registries {
         options = options.insecure_registry(registry.clone());
     }
     if let Some(username) = &global.registry_user {
+        let mut registries: Vec<&str> = references.iter().map(|r| r.registry()).collect();
+        registries.sort_unstable();
+        registries.dedup();
+        let [registry] = registries[..] else {
+            bail!(
+                "--registry-user: the references name several registries ({}); the password goes to one only: give each its credentials in Docker's config.json",
+                registries.join(", ")
+            );
+        };
         let mut password = String::new();
         std::io::stdin()
             .read_to_string(&mut password)
@@ -35,10 +48,13 @@ fn client(settings: &Settings, global: &GlobalArgs) -> anyhow::Result<Client> {
         if password.is_empty() {
             bail!("--registry-password-stdin: stdin is empty");
         }
-        options = options.credentials(Credentials::Basic {
-            username: username.clone(),
-            password,
-        });
+        options = options.credentials(
+            registry,
+            Credentials::Basic {
+                username: username.clone(),
+                password,
+            },
+        );
     }
     // A line at each quarter of a large download.
     let quarters = Mutex::new(BTreeMap::<String, u64>::new());
@@ -99,7 +115,7 @@ pub async fn pull(
         let named: Vec<String> = references.iter().map(ToString::to_string).collect();
         new.entries.retain(|e| named.contains(&e.reference));
     }
-    let client = client(settings, global)?;
+    let client = client(settings, global, &references.iter().collect::<Vec<_>>())?;
     let trust = pulled.trust();
     let mut failed = false;
     for reference in &references {
@@ -144,14 +160,17 @@ pub async fn pull(
         ));
         return Ok(ExitCode::FAILURE);
     }
-    if new == old {
+    if new.same_resolution(&old) {
         return Ok(ExitCode::SUCCESS);
     }
     if locked {
+        let same = |a: &LockEntry, b: &LockEntry| {
+            (&a.digest, &a.component, &a.signature) == (&b.digest, &b.component, &b.signature)
+        };
         let changed: Vec<String> = new
             .entries
             .iter()
-            .filter(|e| old.get(&e.reference) != Some(*e))
+            .filter(|e| !old.get(&e.reference).is_some_and(|o| same(o, e)))
             .map(|e| format!("{} → {}", e.reference, e.digest))
             .chain(
                 old.entries
@@ -218,7 +237,7 @@ pub async fn push(
         };
         annotations.insert(key.to_string(), value.to_string());
     }
-    let client = client(settings, global)?;
+    let client = client(settings, global, &[&reference])?;
     let digest = client.push(&bytes, &reference, annotations).await?;
     say(&format!(
         "pushed {} ({} tools: {})",
@@ -239,7 +258,7 @@ pub async fn sign(
 ) -> anyhow::Result<ExitCode> {
     let reference = parse(text)?;
     let key = SigningKey::from_file(key)?;
-    let client = client(settings, global)?;
+    let client = client(settings, global, &[&reference])?;
     let (digest, signature) = client.sign(&reference, &key).await?;
     say(&format!(
         "signed {digest} with the key {}",

@@ -195,7 +195,7 @@ async fn reload_on_hangup(
                     } == config;
                     if !same_grants {
                         say(
-                            "SIGHUP: the config's tools directories, bundled tools, limits or mounts changed: they take effect at the next restart",
+                            "SIGHUP: the config's tools (directories and references), bundled tools, limits, mounts, grants, [oci] or [trust] changed: they take effect at the next restart",
                         );
                     }
                     server.set_permissions(new.permissions.clone());

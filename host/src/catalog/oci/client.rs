@@ -29,9 +29,9 @@ use crate::sandbox::content::MAX_COMPONENT_BYTES;
 
 /// The most attempts of one request, on a 5xx answer or a timeout.
 const ATTEMPTS: u32 = 3;
-/// How long one operation (a pull, a push, a signature) may take in all,
-/// retries included.
-const OPERATION_TIME: Duration = Duration::from_secs(60);
+/// How long one request may take, its retries included; a download gets a
+/// second more per MiB (at least 1 MiB/s, besides the 30 s a read may stall).
+const REQUEST_TIME: Duration = Duration::from_secs(60);
 
 /// Credentials for a registry.
 #[derive(Clone, PartialEq, Eq)]
@@ -79,7 +79,7 @@ type ProgressFn = Arc<dyn Fn(Progress<'_>) + Send + Sync>;
 #[derive(Clone, Default)]
 pub struct ClientOptions {
     insecure: Vec<String>,
-    credentials: Option<Credentials>,
+    credentials: Vec<(String, Credentials)>,
     docker_config: Option<PathBuf>,
     progress: Option<ProgressFn>,
 }
@@ -102,10 +102,11 @@ impl ClientOptions {
         self
     }
 
-    /// Uses `credentials` for every registry, instead of Docker's
-    /// `config.json`.
-    pub fn credentials(mut self, credentials: Credentials) -> Self {
-        self.credentials = Some(credentials);
+    /// Uses `credentials` for `registry` (`host:port`, as references name
+    /// it), instead of Docker's `config.json`. They go to that registry (and
+    /// the token service it names) only.
+    pub fn credentials(mut self, registry: impl Into<String>, credentials: Credentials) -> Self {
+        self.credentials.push((registry.into(), credentials));
         self
     }
 
@@ -159,8 +160,9 @@ impl Client {
 
     /// The credentials for `registry`.
     fn auth(&self, registry: &str) -> RegistryAuth {
-        let credentials = match &self.options.credentials {
-            Some(credentials) => credentials.clone(),
+        let given = self.options.credentials.iter().find(|(r, _)| r == registry);
+        let credentials = match given {
+            Some((_, credentials)) => credentials.clone(),
             None => docker_credentials(self.options.docker_config.clone(), registry)
                 .unwrap_or(Credentials::Anonymous),
         };
@@ -173,14 +175,10 @@ impl Client {
 
     /// Fetches `reference`'s manifest and checks its digest against the pin
     /// and the registry's header; its bytes and digest.
-    async fn manifest(
-        &self,
-        reference: &Reference,
-        deadline: Instant,
-    ) -> Result<(Vec<u8>, Digest), OciError> {
+    async fn manifest(&self, reference: &Reference) -> Result<(Vec<u8>, Digest), OciError> {
         let target = reference.to_client();
         let auth = self.auth(reference.registry());
-        let (bytes, _) = retry(deadline, || {
+        let (bytes, _) = retry(REQUEST_TIME, || {
             self.inner
                 .pull_manifest_raw(&target, &auth, ACCEPTED_MANIFESTS)
         })
@@ -196,6 +194,7 @@ impl Client {
                 },
                 _ => OciError::HeaderDigest {
                     reference: reference.to_string(),
+                    what: "manifest",
                     header: expected,
                     actual,
                 },
@@ -217,8 +216,7 @@ impl Client {
 
     /// Resolves `reference` to its manifest's digest, checked.
     pub async fn resolve(&self, reference: &Reference) -> Result<Digest, OciError> {
-        let deadline = Instant::now() + OPERATION_TIME;
-        Ok(self.manifest(reference, deadline).await?.1)
+        Ok(self.manifest(reference).await?.1)
     }
 
     /// Pulls `reference` into `store`: resolves it (to `locked`'s digest
@@ -233,12 +231,11 @@ impl Client {
         trust: &TrustPolicy,
         store: &Store,
     ) -> Result<LockEntry, OciError> {
-        let deadline = Instant::now() + OPERATION_TIME;
         let target = match locked {
             Some(digest) => reference.with_digest(digest.clone()),
             None => reference.clone(),
         };
-        let (manifest_bytes, digest) = self.manifest(&target, deadline).await?;
+        let (manifest_bytes, digest) = self.manifest(&target).await?;
         let manifest = Manifest::parse(reference, &manifest_bytes)?;
         let layer = manifest.component_layer(reference)?.clone();
         let component: Digest = layer.digest.parse().expect("checked by component_layer");
@@ -253,24 +250,26 @@ impl Client {
         }
         let bytes = match store.read(&component) {
             Ok(Some(bytes)) => bytes,
-            _ => self.blob(reference, &layer, deadline).await?,
+            _ => self.blob(reference, "component layer", &layer).await?,
         };
 
         // The signature, where a key covers the reference.
         let mut signature = None;
         let mut signature_blobs = Vec::new();
         if let Some(key) = trust.key_for(reference) {
-            match self.signature(reference, &digest, deadline).await? {
+            match self.signature(reference, &digest).await? {
                 Some((manifest_bytes, layers)) => {
-                    verify_signature(reference, key, &digest, &layers)?;
-                    let manifest = Manifest::parse(reference, &manifest_bytes)?;
-                    let payloads = signature_layers(&manifest).into_iter().map(|(d, _)| d);
-                    for (payload_digest, (payload, _)) in payloads.zip(&layers) {
-                        signature_blobs.push((payload_digest, payload.clone()));
+                    let signed: Vec<(Vec<u8>, Option<String>)> = layers
+                        .iter()
+                        .map(|(_, payload, signature)| (payload.clone(), signature.clone()))
+                        .collect();
+                    verify_signature(reference, key, &digest, &signed)?;
+                    for (payload_digest, payload, _) in layers {
+                        signature_blobs.push((payload_digest, payload));
                     }
                     let signature_digest = Digest::of(&manifest_bytes);
                     signature_blobs.push((signature_digest.clone(), manifest_bytes));
-                    signature = Some((signature_digest, key.source().to_string()));
+                    signature = Some((signature_digest, format!("key {}", key.key().id())));
                 }
                 None if key.requires_signature() => {
                     return Err(OciError::Signature {
@@ -309,8 +308,8 @@ impl Client {
     async fn blob(
         &self,
         reference: &Reference,
+        what: &'static str,
         layer: &super::layout::Descriptor,
-        deadline: Instant,
     ) -> Result<Vec<u8>, OciError> {
         let target = reference.to_client();
         let descriptor = oci_client::manifest::OciDescriptor {
@@ -319,7 +318,8 @@ impl Client {
             size: layer.size as i64,
             ..Default::default()
         };
-        let bytes = retry(deadline, || async {
+        let time = REQUEST_TIME + Duration::from_secs(layer.size >> 20);
+        let bytes = retry(time, || async {
             let mut sink = Sink {
                 bytes: Vec::new(),
                 limit: layer.size,
@@ -336,19 +336,27 @@ impl Client {
         .map_err(|e| match e {
             OciDistributionError::DigestError(
                 oci_client::errors::DigestError::VerificationError { expected, actual },
-            ) => OciError::Digest {
+            ) if expected == layer.digest => OciError::Digest {
                 reference: reference.to_string(),
-                what: "component layer",
+                what,
                 expected,
                 actual,
             },
-            e => registry_error(reference, "the component layer", e),
+            OciDistributionError::DigestError(
+                oci_client::errors::DigestError::VerificationError { expected, actual },
+            ) => OciError::HeaderDigest {
+                reference: reference.to_string(),
+                what,
+                header: expected,
+                actual,
+            },
+            e => registry_error(reference, what, e),
         })?;
         let actual = Digest::of(&bytes);
         if actual.as_str() != layer.digest || bytes.len() as u64 != layer.size {
             return Err(OciError::Digest {
                 reference: reference.to_string(),
-                what: "component layer",
+                what,
                 expected: format!("{} ({} bytes)", layer.digest, layer.size),
                 actual: format!("{actual} ({} bytes)", bytes.len()),
             });
@@ -357,17 +365,17 @@ impl Client {
     }
 
     /// The signature image for `digest` in `reference`'s repository, if
-    /// there is one: its manifest, and each payload (checked against its
-    /// digest) with its signature.
+    /// there is one: its manifest, and each payload's digest, bytes
+    /// (checked against the digest) and signature. A payload that cannot be
+    /// fetched is left out (another may still verify).
     #[allow(clippy::type_complexity)]
     async fn signature(
         &self,
         reference: &Reference,
         digest: &Digest,
-        deadline: Instant,
-    ) -> Result<Option<(Vec<u8>, Vec<(Vec<u8>, Option<String>)>)>, OciError> {
+    ) -> Result<Option<(Vec<u8>, Vec<(Digest, Vec<u8>, Option<String>)>)>, OciError> {
         let signatures = reference.at_tag(digest.signature_tag());
-        let manifest_bytes = match self.manifest(&signatures, deadline).await {
+        let manifest_bytes = match self.manifest(&signatures).await {
             Ok((bytes, _)) => bytes,
             Err(OciError::Registry { reason, .. }) if reason.starts_with(NOT_FOUND) => {
                 return Ok(None);
@@ -387,8 +395,13 @@ impl Client {
                     .map_or(0, |l| l.size.min(1 << 20)),
                 annotations: BTreeMap::new(),
             };
-            let payload = self.blob(&signatures, &descriptor, deadline).await?;
-            layers.push((payload, signature));
+            match self
+                .blob(&signatures, "signature payload", &descriptor)
+                .await
+            {
+                Ok(payload) => layers.push((payload_digest, payload, signature)),
+                Err(error) => tracing::warn!("a signature layer is left out: {error}"),
+            }
         }
         Ok(Some((manifest_bytes, layers)))
     }
@@ -401,9 +414,8 @@ impl Client {
         reference: &Reference,
         annotations: BTreeMap<String, String>,
     ) -> Result<Digest, OciError> {
-        let deadline = Instant::now() + OPERATION_TIME;
         let (manifest, config) = component_artifact(component, annotations, &now_rfc3339());
-        self.push_image(reference, &[component, &config], manifest, deadline)
+        self.push_image(reference, &[component, &config], manifest)
             .await
     }
 
@@ -413,7 +425,6 @@ impl Client {
         reference: &Reference,
         blobs: &[&[u8]],
         manifest: Vec<u8>,
-        deadline: Instant,
     ) -> Result<Digest, OciError> {
         let target = reference.to_client();
         let auth = self.auth(reference.registry());
@@ -429,7 +440,7 @@ impl Client {
                 .unwrap_or(false);
             if !exists {
                 let blob = bytes::Bytes::copy_from_slice(blob);
-                retry(deadline, || {
+                retry(REQUEST_TIME, || {
                     self.inner.push_blob(&target, blob.clone(), digest.as_str())
                 })
                 .await
@@ -438,7 +449,7 @@ impl Client {
         }
         let digest = Digest::of(&manifest);
         let manifest = bytes::Bytes::from(manifest);
-        retry(deadline, || {
+        retry(REQUEST_TIME, || {
             self.inner.push_manifest_raw(
                 &target,
                 manifest.clone(),
@@ -450,20 +461,28 @@ impl Client {
         Ok(digest)
     }
 
-    /// Signs the manifest `reference` names in the registry with `key`, as
-    /// `cosign sign --key` does: the simple-signing payload for its digest,
-    /// pushed beside it under `sha256-<hex>.sig` (added to the signatures
-    /// already there). Returns the digest signed and the signature's
-    /// reference.
+    /// Signs the manifest `reference` pins (`@sha256:…`, such as
+    /// [`push`](Self::push) returned) with `key`, as `cosign sign --key`
+    /// does: the simple-signing payload for that digest in that repository,
+    /// pushed beside it under `sha256-<hex>.sig`, added to the signatures
+    /// already there. A reference without a digest is refused: its tag
+    /// could have moved since the push, and the signer would sign whatever
+    /// the registry says it names now. Returns the digest signed and the
+    /// signature's reference.
     pub async fn sign(
         &self,
         reference: &Reference,
         key: &SigningKey,
     ) -> Result<(Digest, Reference), OciError> {
-        let deadline = Instant::now() + OPERATION_TIME;
-        let (_, digest) = self.manifest(reference, deadline).await?;
+        if reference.digest().is_none() {
+            return Err(OciError::Reference {
+                reference: reference.to_string(),
+                reason: "sign a digest (oci://REGISTRY/REPO@sha256:…, as push prints it), not a tag: a tag can move between push and sign".into(),
+            });
+        }
+        let (_, digest) = self.manifest(reference).await?;
         let signatures = reference.at_tag(digest.signature_tag());
-        let existing = match self.manifest(&signatures, deadline).await {
+        let existing = match self.manifest(&signatures).await {
             Ok((bytes, _)) => Some(Manifest::parse(&signatures, &bytes)?),
             Err(OciError::Registry { reason, .. }) if reason.starts_with(NOT_FOUND) => None,
             Err(e) => return Err(e),
@@ -471,7 +490,7 @@ impl Client {
         let payload = payload(reference, &digest);
         let signature = key.sign(&payload);
         let (manifest, config) = signature_manifest(existing, &payload, &signature);
-        self.push_image(&signatures, &[&payload, &config], manifest, deadline)
+        self.push_image(&signatures, &[&payload, &config], manifest)
             .await?;
         Ok((digest, signatures))
     }
@@ -541,13 +560,14 @@ fn registry_error(reference: &Reference, what: &str, error: OciDistributionError
     }
 }
 
-/// Runs `attempt` up to [`ATTEMPTS`] times while it fails with a 5xx answer
-/// or a timeout, backing off, and never past `deadline`.
-async fn retry<T, F, Fut>(deadline: Instant, mut attempt: F) -> Result<T, OciDistributionError>
+/// Runs `attempt` up to [`ATTEMPTS`] times while it fails with a 5xx answer,
+/// a timeout or a refused connection, backing off, within `time` in all.
+async fn retry<T, F, Fut>(time: Duration, mut attempt: F) -> Result<T, OciDistributionError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, OciDistributionError>>,
 {
+    let deadline = Instant::now() + time;
     let mut backoff = Duration::from_millis(500);
     let mut tries = 0;
     loop {
@@ -558,8 +578,8 @@ where
             Ok(Err(error)) => error,
             Err(_) => {
                 return Err(OciDistributionError::GenericError(Some(format!(
-                    "gave up after {} s in all",
-                    OPERATION_TIME.as_secs()
+                    "the registry did not answer within {} s ({tries} attempts)",
+                    time.as_secs()
                 ))));
             }
         };

@@ -15,9 +15,9 @@
 //! under a tag are not trusted; the operator's config, trust keys and lock
 //! are. So:
 //! - nothing is taken on the registry's word: a manifest is hashed and must
-//!   equal the pin (the reference's digest, or the lock's) and the
-//!   registry's `Docker-Content-Digest`; the component must equal its
-//!   descriptor's digest and size;
+//!   equal the pin (the reference's digest, or the lock's) and, when the
+//!   registry sends one, its `Docker-Content-Digest`; the component must
+//!   equal its descriptor's digest and size;
 //! - a tag is run only through the digest the lock recorded for it, so a
 //!   tag moved in the registry changes nothing until `toolcage pull
 //!   --update`;
@@ -113,16 +113,18 @@ pub enum OciError {
         actual: String,
     },
     /// The registry's `Docker-Content-Digest` header does not name the
-    /// manifest it sent.
+    /// content it sent.
     #[error(
-        "{reference}: the registry's Docker-Content-Digest header says {header}, but the manifest it sent hashes to {actual}; refusing a registry that misreports digests"
+        "{reference}: the registry's Docker-Content-Digest header says {header}, but the {what} it sent hashes to {actual}; refusing a registry that misreports digests"
     )]
     HeaderDigest {
         /// The reference.
         reference: String,
+        /// The manifest, the component layer, …
+        what: &'static str,
         /// What the header said.
         header: String,
-        /// What the manifest hashes to.
+        /// What the content hashes to.
         actual: String,
     },
     /// The artifact is not a Wasm component in the CNCF layout.

@@ -125,13 +125,14 @@ impl Pulled {
             });
         }
         let bytes = self.blob(reference, "component", &entry.component)?;
-        if bytes.len() as u64 != layer.size {
+        if bytes.len() as u64 != layer.size || layer.size != entry.size {
             return Err(OciError::Layout {
                 reference: reference.to_string(),
                 reason: format!(
-                    "the component is {} bytes, its descriptor says {}",
+                    "the component is {} bytes, its descriptor says {} and the lock {}",
                     bytes.len(),
-                    layer.size
+                    layer.size,
+                    entry.size
                 ),
             });
         }
@@ -141,10 +142,15 @@ impl Pulled {
                 Some(signature) => {
                     let manifest = self.blob(reference, "signature", signature)?;
                     let manifest = Manifest::parse(reference, &manifest)?;
+                    // What pull could not fetch, it left out; the rest must
+                    // be intact.
                     let mut layers = Vec::new();
                     for (payload, signature) in signature_layers(&manifest) {
-                        let bytes = self.blob(reference, "signature payload", &payload)?;
-                        layers.push((bytes, signature));
+                        match self.blob(reference, "signature payload", &payload) {
+                            Ok(bytes) => layers.push((bytes, signature)),
+                            Err(OciError::NotStored { .. }) => {}
+                            Err(error) => return Err(error),
+                        }
                     }
                     verify_signature(reference, key, &entry.digest, &layers)?;
                     Some(key.source().to_string())
@@ -202,7 +208,7 @@ pub(crate) fn verify_signature(
 ) -> Result<(), OciError> {
     let mut reasons = Vec::new();
     for (payload, signature) in layers {
-        match check(key.key(), digest, payload, signature.as_deref()) {
+        match check(key.key(), reference, digest, payload, signature.as_deref()) {
             Ok(()) => return Ok(()),
             Err(reason) => reasons.push(reason),
         }

@@ -243,7 +243,9 @@ impl FromStr for Reference {
             ));
         }
         Ok(Reference {
-            registry: registry.to_string(),
+            // Host names are case-insensitive: one spelling, so that trust
+            // prefixes and the lock see one reference.
+            registry: registry.to_ascii_lowercase(),
             repository: repository.to_string(),
             tag: tag.map(str::to_string),
             digest,
@@ -290,6 +292,8 @@ mod tests {
             ("127.0.0.1:5000", "tools/echo", Some("1.0"))
         );
         assert_eq!(r.component_name(), "echo");
+        let upper: Reference = "oci://GHCR.io/team/grep:1".parse().unwrap();
+        assert_eq!(upper.to_string(), "oci://ghcr.io/team/grep:1");
         let pinned: Reference = format!("oci://ghcr.io/team/grep:2@sha256:{hex}")
             .parse()
             .unwrap();

@@ -161,8 +161,9 @@ pub fn payload(reference: &Reference, digest: &Digest) -> Vec<u8> {
     .into_bytes()
 }
 
-/// The digest a payload names, if it is a simple-signing payload.
-fn signed_digest(payload: &[u8]) -> Result<String, String> {
+/// The digest and the repository (`docker-reference`) a payload names, if
+/// it is a simple-signing payload.
+fn signed(payload: &[u8]) -> Result<(String, String), String> {
     let value: serde_json::Value = serde_json::from_slice(payload)
         .map_err(|e| format!("a malformed signature payload (not JSON: {e})"))?;
     let critical = &value["critical"];
@@ -172,10 +173,13 @@ fn signed_digest(payload: &[u8]) -> Result<String, String> {
             critical["type"]
         ));
     }
-    critical["image"]["docker-manifest-digest"]
+    let digest = critical["image"]["docker-manifest-digest"]
         .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| "a malformed signature payload (no docker-manifest-digest)".into())
+        .ok_or("a malformed signature payload (no docker-manifest-digest)")?;
+    let repository = critical["identity"]["docker-reference"]
+        .as_str()
+        .ok_or("a malformed signature payload (no docker-reference)")?;
+    Ok((digest.to_string(), repository.to_string()))
 }
 
 /// The payload layers of a signature manifest: each payload's digest and
@@ -193,10 +197,14 @@ pub(crate) fn signature_layers(manifest: &Manifest) -> Vec<(Digest, Option<Strin
 }
 
 /// Checks one signature layer: `payload` (already checked against its
-/// digest) signed as `signature` by `key`, for `digest`. The error says
-/// which check failed.
+/// digest) signed as `signature` by `key`, for `digest` in `reference`'s
+/// repository. The repository is checked too, unlike cosign (which lets
+/// mirrors reuse signatures): toolcage names a component, and grants it,
+/// by its repository, so a signed digest must not run under another name.
+/// The error says which check failed.
 pub(crate) fn check(
     key: &PublicKey,
+    reference: &Reference,
     digest: &Digest,
     payload: &[u8],
     signature: Option<&str>,
@@ -207,10 +215,16 @@ pub(crate) fn check(
         ));
     };
     key.verify(payload, signature)?;
-    let signed = signed_digest(payload)?;
+    let (signed, repository) = signed(payload)?;
     if signed != digest.as_str() {
         return Err(format!(
             "the signature is for another digest ({signed}), not {digest}"
+        ));
+    }
+    if repository != reference.docker_reference() {
+        return Err(format!(
+            "the signature is for another repository ({repository}), not {}",
+            reference.docker_reference()
         ));
     }
     Ok(())
@@ -228,11 +242,13 @@ pub(crate) fn signature_manifest(
     layer
         .annotations
         .insert(SIGNATURE_ANNOTATION.into(), signature.into());
+    // Other signers sign the same payload: only this very signature is
+    // replaced, never theirs.
     let mut layers: Vec<Descriptor> = existing
         .map(|m| m.layers)
         .unwrap_or_default()
         .into_iter()
-        .filter(|l| l.digest != layer.digest)
+        .filter(|l| l.digest != layer.digest || l.annotations != layer.annotations)
         .collect();
     layers.push(layer);
     let diff_ids: Vec<&str> = layers.iter().map(|l| l.digest.as_str()).collect();
@@ -275,11 +291,17 @@ pvI5wx+L0gDr7bRDNxTH+y/UIQqjqs6GeQ1t8MG0vy8dOi8BY60i90OM
         let digest = Digest::of(b"manifest");
         let payload = payload(&reference, &digest);
         let signature = key.sign(&payload);
-        assert_eq!(check(&public, &digest, &payload, Some(&signature)), Ok(()));
+        assert_eq!(
+            check(&public, &reference, &digest, &payload, Some(&signature)),
+            Ok(())
+        );
 
         let other = Digest::of(b"another manifest");
-        let error = check(&public, &other, &payload, Some(&signature)).unwrap_err();
+        let error = check(&public, &reference, &other, &payload, Some(&signature)).unwrap_err();
         assert!(error.contains("another digest"), "{error}");
+        let elsewhere: Reference = "oci://r.example/team/b:1".parse().unwrap();
+        let error = check(&public, &elsewhere, &digest, &payload, Some(&signature)).unwrap_err();
+        assert!(error.contains("another repository"), "{error}");
 
         let stranger = SigningKey::from_pem(
             &p256::SecretKey::from_slice(&[7; 32])
@@ -288,17 +310,35 @@ pvI5wx+L0gDr7bRDNxTH+y/UIQqjqs6GeQ1t8MG0vy8dOi8BY60i90OM
                 .unwrap(),
         )
         .unwrap();
-        let error = check(&stranger.public(), &digest, &payload, Some(&signature)).unwrap_err();
+        let error = check(
+            &stranger.public(),
+            &reference,
+            &digest,
+            &payload,
+            Some(&signature),
+        )
+        .unwrap_err();
         assert!(error.contains("does not verify"), "{error}");
 
         let der = base64::engine::general_purpose::STANDARD
             .decode(&signature)
             .unwrap();
         let cut = base64::engine::general_purpose::STANDARD.encode(&der[..der.len() - 5]);
-        let error = check(&public, &digest, &payload, Some(&cut)).unwrap_err();
+        let error = check(&public, &reference, &digest, &payload, Some(&cut)).unwrap_err();
         assert!(error.contains("malformed"), "{error}");
-        let error = check(&public, &digest, &payload, None).unwrap_err();
+        let error = check(&public, &reference, &digest, &payload, None).unwrap_err();
         assert!(error.contains("malformed"), "{error}");
+
+        // A second signer's signature joins the first's; signing again with
+        // the same key changes nothing.
+        let (first, _) = signature_manifest(None, &payload, &signature);
+        let first = Manifest::parse(&reference, &first).unwrap();
+        let (both, _) = signature_manifest(Some(first), &payload, &stranger.sign(&payload));
+        let both = Manifest::parse(&reference, &both).unwrap();
+        assert_eq!(signature_layers(&both).len(), 2);
+        let (again, _) = signature_manifest(Some(both.clone()), &payload, &signature);
+        let again = Manifest::parse(&reference, &again).unwrap();
+        assert_eq!(signature_layers(&again).len(), 2);
     }
 
     #[test]

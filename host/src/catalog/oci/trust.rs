@@ -34,9 +34,17 @@ pub struct TrustKey {
 impl TrustKey {
     /// `key` (read from `source`) for references starting with `prefix`
     /// (`oci://registry.example.com/team/`); a signature by it is required.
+    /// The prefix's registry is compared without case, as references'
+    /// are.
     pub fn new(prefix: impl Into<String>, key: PublicKey, source: impl Into<String>) -> TrustKey {
+        let mut prefix: String = prefix.into();
+        if let Some(rest) = prefix.strip_prefix(super::Reference::SCHEME) {
+            let end = rest.find('/').unwrap_or(rest.len());
+            let registry = rest[..end].to_ascii_lowercase();
+            prefix = format!("{}{registry}{}", super::Reference::SCHEME, &rest[end..]);
+        }
         TrustKey {
-            prefix: prefix.into(),
+            prefix,
             key,
             source: source.into(),
             require_signature: true,
@@ -164,5 +172,6 @@ mod tests {
             Some("b.pub")
         );
         assert_eq!(source("oci://r.example/teammate:1"), None);
+        assert_eq!(source("oci://R.Example/team/x:1").as_deref(), Some("a.pub"));
     }
 }
