@@ -107,6 +107,13 @@ pub struct CallResult {
     /// wasmtime only writes the fuel counter back at calls, not at the epoch
     /// checks where such a call is stopped.
     pub fuel_used: u64,
+    /// The most linear memory the guest held, in bytes: how close the call
+    /// came to its memory limit.
+    pub peak_memory_bytes: u64,
+    /// How long the call waited for a free sandbox slot (all of them busy
+    /// with other calls), part of its wall time.
+    #[serde(rename = "slot_wait_ms", serialize_with = "millis")]
+    pub slot_wait: Duration,
     /// What the call used of the network: requests sent and refused, bytes
     /// each way, and the first network budget it breached.
     pub net: NetUsage,
@@ -129,6 +136,8 @@ impl CallResult {
             details: None,
             duration: Duration::ZERO,
             fuel_used: 0,
+            peak_memory_bytes: 0,
+            slot_wait: Duration::ZERO,
             net: NetUsage::default(),
             logs: Logs::default(),
         }
@@ -252,6 +261,8 @@ impl Registry {
         let mut result = CallResult::error(name, call_id, ErrorKind::ToolError, String::new());
         result.duration = ran.duration;
         result.fuel_used = ran.fuel_used;
+        result.peak_memory_bytes = ran.peak_memory_bytes;
+        result.slot_wait = ran.slot_wait;
         result.net = ran.net;
         match ran.result {
             Ok(Returned::Outcome(returned)) => {

@@ -197,12 +197,19 @@ fn call_json_has_every_field() {
         "details",
         "duration_ms",
         "fuel_used",
+        "peak_memory_bytes",
+        "slot_wait_ms",
+        "net",
         "logs",
     ] {
         assert!(result.get(key).is_some(), "{key} missing: {result}");
     }
     assert_eq!(result["error_kind"], Value::Null);
     assert_eq!(result["details"], json!({ "length": 1 }));
+    assert!(
+        result["peak_memory_bytes"].as_u64().unwrap() > 0,
+        "{result}"
+    );
 
     let output = run(
         dir.path(),

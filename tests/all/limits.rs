@@ -130,6 +130,13 @@ async fn memory_obeyed() {
         .await;
     assert!(!result.is_error, "{}", result.output);
     assert_eq!(result.output, (16 << 20).to_string());
+    // How close it came to the 64 MiB limit: the 16 MiB and the rest of
+    // its memory, no more than the limit.
+    assert!(
+        (16 << 20..=64 << 20).contains(&result.peak_memory_bytes),
+        "{}",
+        result.peak_memory_bytes
+    );
 }
 
 #[tokio::test]
@@ -138,6 +145,12 @@ async fn memory_breached_by_unbounded_growth() {
     let result = registry.call("misbehave", json!({ "mode": "hog" })).await;
     assert_error(&result, ErrorKind::MemoryLimit);
     assert!(result.output.contains("64 MiB"), "{}", result.output);
+    // It held up to the limit, never past it.
+    assert!(
+        (32 << 20..=64 << 20).contains(&result.peak_memory_bytes),
+        "{}",
+        result.peak_memory_bytes
+    );
     let result = registry
         .call("misbehave", json!({ "mode": "allocate", "amount": 80 }))
         .await;

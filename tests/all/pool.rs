@@ -104,7 +104,19 @@ async fn a_call_waiting_for_a_slot_past_its_timeout_gets_a_busy_timeout() {
     assert_error(&short, ErrorKind::Timeout);
     assert!(short.output.contains("host was busy"), "{}", short.output);
     assert!(waited < Duration::from_millis(400), "waited {waited:?}");
-    // Once the slot is free, the same registry serves again.
+    // Its whole time went to waiting for the slot, and the result says so.
+    assert!(
+        short.slot_wait >= Duration::from_millis(90) && short.slot_wait <= short.duration,
+        "{:?} of {:?}",
+        short.slot_wait,
+        short.duration
+    );
+    // Once the slot is free, the same registry serves again, at once.
     let result = hasty.call("echo", json!({ "text": "again" })).await;
     assert_eq!(result.output, "again");
+    assert!(
+        result.slot_wait < Duration::from_millis(50),
+        "{:?}",
+        result.slot_wait
+    );
 }

@@ -50,6 +50,7 @@ async def test_a_good_call_has_structured_content(connect):
         meta = result.meta[META]
         assert meta["error_kind"] is None
         assert meta["fuel_used"] > 0 and meta["duration_ms"] >= 0
+        assert meta["peak_memory_bytes"] > 0 and meta["slot_wait_ms"] >= 0
 
 
 async def test_invalid_arguments_are_an_error_result_naming_the_paths(connect):

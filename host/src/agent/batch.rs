@@ -474,6 +474,8 @@ impl Runner {
             result.call_id = id;
             result.duration = started.elapsed();
             result.fuel_used = 0;
+            result.peak_memory_bytes = 0;
+            result.slot_wait = Duration::ZERO;
             result.net = crate::NetUsage::default();
             let metrics = Metrics {
                 duration: result.duration,
@@ -594,6 +596,8 @@ fn refusal(call: &ToolCall, kind: ErrorKind, output: String) -> CallReport {
         details: None,
         duration: Duration::ZERO,
         fuel_used: 0,
+        peak_memory_bytes: 0,
+        slot_wait: Duration::ZERO,
         net: crate::NetUsage::default(),
         logs: Logs::default(),
     };

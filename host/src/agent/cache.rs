@@ -257,6 +257,8 @@ mod tests {
             details: None,
             duration: std::time::Duration::ZERO,
             fuel_used: 0,
+            peak_memory_bytes: 0,
+            slot_wait: std::time::Duration::ZERO,
             net: crate::NetUsage::default(),
             logs: crate::Logs::default(),
         }

@@ -10,13 +10,12 @@ use serde_json::{Value, json};
 use crate::{CallResult, LogLevel, ToolInfo};
 
 /// The `_meta` key under which every call result carries toolcage's own
-/// figures: `{"error_kind", "duration_ms", "fuel_used", "net"}`, `net`
-/// being `{"requests", "denied", "bytes_out", "bytes_in"}` and `"limit"`
-/// when a network budget was breached.
+/// figures: `{"error_kind", "duration_ms", "fuel_used", "peak_memory_bytes",
+/// "slot_wait_ms", "net"}`, `net` being `{"requests", "denied",
+/// "bytes_out", "bytes_in", "redactions"}` and `"limit"` when a network
+/// budget was breached.
 pub const CALL_META_KEY: &str = "dev.toolcage/call";
 
-/// A registered tool as `tools/list` shows it. All four hints are explicit:
-/// MCP reads a missing `destructiveHint` or `openWorldHint` as true.
 /// The `_meta` key by which a tool raises Claude Code's cap on the size of
 /// its results (50,000 characters by default, at most
 /// [`MAX_RESULT_SIZE_CHARS`]; <https://code.claude.com/docs/en/mcp>, "Raise
@@ -26,9 +25,11 @@ pub const MAX_RESULT_SIZE_KEY: &str = "anthropic/maxResultSizeChars";
 /// The most that key may declare.
 pub const MAX_RESULT_SIZE_CHARS: usize = 500_000;
 
-/// A tool as `tools/list` lists it. Its `_meta` declares the largest result
-/// it can return, from its output limit (a byte is at most a character),
-/// so that a client with a smaller default cap takes it whole.
+/// A registered tool as `tools/list` shows it. All four hints are explicit:
+/// MCP reads a missing `destructiveHint` or `openWorldHint` as true. Its
+/// `_meta` declares the largest result it can return, from its output limit
+/// (a byte is at most a character), so that a client with a smaller
+/// default cap takes it whole.
 pub fn tool(info: &ToolInfo, limits: Option<&crate::Limits>) -> Tool {
     let descriptor = &info.descriptor;
     let mut annotations = ToolAnnotations::new()
@@ -84,6 +85,8 @@ pub fn call_result(result: &CallResult, has_output_schema: bool) -> CallToolResu
             "error_kind": result.error_kind,
             "duration_ms": (result.duration.as_secs_f64() * 1e6).round() / 1e3,
             "fuel_used": result.fuel_used,
+            "peak_memory_bytes": result.peak_memory_bytes,
+            "slot_wait_ms": (result.slot_wait.as_secs_f64() * 1e6).round() / 1e3,
             "net": result.net,
         }),
     );
@@ -187,6 +190,8 @@ mod tests {
             details,
             duration: Duration::from_micros(1500),
             fuel_used: 42,
+            peak_memory_bytes: 1 << 20,
+            slot_wait: Duration::from_micros(250),
             net: crate::NetUsage::default(),
             logs: Logs::default(),
         }
@@ -224,6 +229,7 @@ mod tests {
         assert_eq!(
             mapped["_meta"][CALL_META_KEY],
             json!({ "error_kind": null, "duration_ms": 1.5, "fuel_used": 42,
+                    "peak_memory_bytes": 1048576, "slot_wait_ms": 0.25,
                     "net": { "requests": 0, "denied": 0, "bytes_out": 0, "bytes_in": 0, "redactions": 0 } })
         );
     }

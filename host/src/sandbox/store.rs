@@ -92,6 +92,10 @@ pub(crate) struct Ran {
     pub result: Result<Returned, Stopped>,
     pub fuel_used: u64,
     pub duration: Duration,
+    /// The most linear memory the instance held, in bytes.
+    pub peak_memory_bytes: u64,
+    /// How long the call waited for a sandbox slot.
+    pub slot_wait: Duration,
     pub logs: Logs,
     /// Whether the memory limiter refused a growth during the run.
     pub memory_refused: bool,
@@ -243,6 +247,8 @@ fn redacted(redactor: Option<&Redactor>, meter: &Meter, text: String) -> String 
 /// [`ErrorKind::MemoryLimit`]; a refusal the guest recovered from (it grew
 /// again afterwards) leaves a later trap a trap, and only adds a note.
 struct MemoryLimiter {
+    /// The memory held, shared with the caller.
+    peak: Arc<AtomicU64>,
     max_bytes: usize,
     memory_bytes: usize,
     table_elements: usize,
@@ -261,8 +267,9 @@ pub(crate) enum Refusal {
 }
 
 impl MemoryLimiter {
-    fn new(max_bytes: usize) -> Self {
+    fn new(max_bytes: usize, peak: Arc<AtomicU64>) -> Self {
         MemoryLimiter {
+            peak,
             max_bytes,
             memory_bytes: 0,
             table_elements: 0,
@@ -299,13 +306,17 @@ impl ResourceLimiter for MemoryLimiter {
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(Self::grow(
+        let grown = Self::grow(
             &mut self.memory_bytes,
             current,
             desired,
             self.max_bytes,
             &mut self.refusal,
-        ))
+        );
+        // Memories only grow: the total now is the peak. Kept outside the
+        // store, so that a call stopped from outside still reports it.
+        self.peak.store(self.memory_bytes as u64, Ordering::Relaxed);
+        Ok(grown)
     }
 
     fn table_growing(
@@ -471,12 +482,15 @@ pub(crate) async fn run(
         // calls, so a tight loop shows the fuel of its last call.
         fuel_left: Arc::new(AtomicU64::new(fuel_budget)),
         memory_refused: Arc::default(),
+        peak_memory: Arc::default(),
         meter: Arc::default(),
         redactor: sandbox.grants.secrets.current().redactor().cloned(),
         deadline,
     };
     let loading = matches!(invocation, Invocation::Describe);
-    let result = match admit(sandbox, deadline, cancel, loading).await {
+    let admission = admit(sandbox, deadline, cancel, loading).await;
+    let slot_wait = started.elapsed();
+    let result = match admission {
         Err(stopped) => Err(stopped),
         Ok(slot) => {
             let runtime = &sandbox.runtime;
@@ -515,6 +529,8 @@ pub(crate) async fn run(
         result,
         fuel_used: fuel_budget - run.fuel_left.load(Ordering::Relaxed),
         duration: started.elapsed(),
+        peak_memory_bytes: run.peak_memory.load(Ordering::Relaxed),
+        slot_wait,
         logs,
         memory_refused: run.memory_refused.load(Ordering::Relaxed),
         net: run.meter.usage(),
@@ -529,6 +545,8 @@ struct Run {
     stderr: CappedPipe,
     fuel_left: Arc<AtomicU64>,
     memory_refused: Arc<AtomicBool>,
+    /// The instance's linear memory, in bytes, as the limiter last saw it.
+    peak_memory: Arc<AtomicU64>,
     meter: Arc<Meter>,
     /// What redacts the operator's secrets from what the call hands back.
     redactor: Option<Arc<Redactor>>,
@@ -749,7 +767,7 @@ fn new_store(
         egress,
         sockets,
         table,
-        limiter: MemoryLimiter::new(limits.memory_bytes),
+        limiter: MemoryLimiter::new(limits.memory_bytes, run.peak_memory.clone()),
         observer,
         guest_events: 0,
         settings: sandbox.grants.settings.clone(),
@@ -993,7 +1011,7 @@ mod tests {
 
     #[test]
     fn the_memory_limit_counts_every_memory() {
-        let mut limiter = MemoryLimiter::new(64 << 20);
+        let mut limiter = MemoryLimiter::new(64 << 20, Arc::default());
         assert!(limiter.memory_growing(0, 40 << 20, None).unwrap());
         assert!(
             limiter.memory_growing(40 << 20, 48 << 20, None).unwrap(),
