@@ -54,6 +54,15 @@ pub fn build_guests(packages: &[&str]) -> Vec<Guest> {
     ] {
         cmd.env_remove(var);
     }
+    // SIMD: memchr and regex use wasm's 128-bit SIMD when it is on at
+    // compile time, and wasmtime runs it by default. Cargo takes the first
+    // of its rustflags sources, so RUSTFLAGS (CI's `-D warnings`) is kept in.
+    let mut rustflags: Vec<String> = env::var("RUSTFLAGS")
+        .map(|flags| flags.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default();
+    rustflags.push("-Ctarget-feature=+simd128".into());
+    cmd.env_remove("RUSTFLAGS")
+        .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"));
     let status = cmd
         .status()
         .expect("failed to run cargo for the guest tools");

@@ -3,7 +3,9 @@
 //!
 //! - `grep` over a generated 50 MB tree of source files, against `grep -rn`
 //!   (and ripgrep when installed);
-//! - `read_file` of a 10 MB file, first page and last page, against `sed -n`.
+//! - `read_file` of a 10 MB file, first page and last page, against `sed -n`;
+//! - with `TOOLCAGE_BENCH_SOURCES=DIR` (a tree of real source code, such as
+//!   cargo's registry sources), `grep` over it against `grep -rnE`.
 //!
 //! Run with `cargo bench -p toolcage-tests --bench toolset` (or `just
 //! bench`). Each case runs a few times and reports the best wall time and the
@@ -23,6 +25,9 @@ const BIG_FILE_BYTES: usize = 10 << 20;
 const RUNS: usize = 3;
 /// Appears in a few hundred lines of the tree.
 const PATTERN: &str = r"FIXME\(perf\): [a-z]+ \d+";
+/// Appears in a few hundred lines of real Rust sources (167 in 50 MB of
+/// crates.io sources).
+const REAL_PATTERN: &str = r"fn [a-z_]*utf8[a-z_]*\(";
 
 fn main() {
     let data = tempfile::tempdir().expect("a temporary directory");
@@ -36,13 +41,16 @@ fn main() {
         BIG_FILE_BYTES >> 20
     );
 
+    let sources = std::env::var_os("TOOLCAGE_BENCH_SOURCES").map(std::path::PathBuf::from);
     let tokio = tokio::runtime::Runtime::new().expect("tokio");
     let registry = tokio.block_on(async {
-        let mut registry = Registry::builder()
+        let mut builder = Registry::builder()
             .limits(Limits::default())
-            .mount(Mount::read_only(data.path(), "/data"))
-            .build()
-            .expect("registry");
+            .mount(Mount::read_only(data.path(), "/data"));
+        if let Some(sources) = &sources {
+            builder = builder.mount(Mount::read_only(sources, "/sources"));
+        }
+        let mut registry = builder.build().expect("registry");
         for report in registry.load_bundled().await {
             assert!(report.is_ok(), "{:?}", report.error);
         }
@@ -69,6 +77,28 @@ fn main() {
         "  toolcage grep / GNU grep: {:.2} (target <= 2)",
         toolcage_grep.as_secs_f64() / gnu_grep.as_secs_f64()
     );
+
+    match &sources {
+        Some(sources) => {
+            let args = json!({ "pattern": REAL_PATTERN, "path": "/sources", "max_results": 1000 });
+            let (result, toolcage_grep) = bench_tool(&tokio, &registry, "grep", &args);
+            let gnu_grep = bench_native("grep -rnE (GNU grep), real sources", || {
+                Command::new("grep")
+                    .args(["-rnE", REAL_PATTERN])
+                    .arg(sources)
+                    .output()
+            });
+            println!(
+                "  real sources ({}): grep matched {} lines; toolcage grep / GNU grep: {:.2} (target <= 2)",
+                sources.display(),
+                result["details"]["match_count"],
+                toolcage_grep.as_secs_f64() / gnu_grep.as_secs_f64()
+            );
+        }
+        None => println!(
+            "  (set TOOLCAGE_BENCH_SOURCES=DIR to grep a tree of real sources too, such as ~/.cargo/registry/src)"
+        ),
+    }
 
     let first = json!({ "path": "/data/big.txt" });
     bench_tool(&tokio, &registry, "read_file", &first);
