@@ -208,6 +208,16 @@ def test_push_then_pull_by_tag_and_by_digest_then_run_offline_from_the_lock(
     echo_digest = pushed["digest"]
     assert oci_registry.tag_digest("tools/echo", "1") == echo_digest
     assert wasm_layer(oci_registry, "tools/echo", echo_digest) == sha256_file(ECHO)
+    # The CNCF Wasm layout, annotated with what it offers.
+    manifest = manifest_of(oci_registry, "tools/echo", echo_digest)
+    assert manifest["config"]["mediaType"] == "application/vnd.wasm.config.v0+json"
+    assert manifest["layers"][0]["mediaType"] == "application/wasm"
+    annotations = manifest["annotations"]
+    assert annotations["dev.toolcage.tools"].split(",") == ["echo", "counter", "fail", "bad_details"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", annotations["dev.toolcage.wit"]), annotations
+    assert annotations["org.opencontainers.image.title"] == "echo"
+    assert annotations["org.opencontainers.image.version"] == "1"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", annotations["org.opencontainers.image.created"])
 
     twin_digest = project.push(TWIN, ref(host, "tools/twin", "1"))["digest"]
     twin_pin = pinned(host, "tools/twin", twin_digest)
