@@ -37,7 +37,10 @@
 //! redacted from whatever comes back, so it never holds one ([`Secret`]). It is
 //! stopped when it exhausts its fuel, its wall-clock time, its
 //! memory or its output budget, and only its own call fails. Its name cannot
-//! replace a tool registered before it. Everything a tool or a model can
+//! replace a tool registered before it. A component pulled from a registry
+//! ([`oci`]) runs only by the digest the lock recorded, after its bytes,
+//! its layout and its signature (where a trust key covers it) were checked
+//! at the pull and again at every load. Everything a tool or a model can
 //! cause comes back as a [`CallResult`] with an [`ErrorKind`], never as a
 //! panic or an `Err`.
 

@@ -1,7 +1,8 @@
-//! What tools exist: components loaded from bytes, files and directories
-//! into a first-wins name table, their descriptors checked and their
-//! schemas compiled; the live registry that swaps in reloads atomically,
-//! and the watcher that drives it. It knows nothing of frontends.
+//! What tools exist: components loaded from bytes, files, directories and
+//! pulled `oci://` references (through the lock, [`oci`]) into a first-wins
+//! name table, their descriptors checked and their schemas compiled; the
+//! live registry that swaps in reloads atomically, and the watcher that
+//! drives it. It knows nothing of frontends.
 //!
 //! Threat model: a component is untrusted, and so is every file in a tools
 //! directory. A name taken first keeps its owner, at load and at every
