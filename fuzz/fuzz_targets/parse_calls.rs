@@ -87,6 +87,8 @@ fn check_calls(format: Format, calls: &[ToolCall]) {
             details: Some(json!({ "i": i })),
             duration: Duration::from_millis(1),
             fuel_used: 1,
+            peak_memory_bytes: 0,
+            slot_wait: Duration::ZERO,
             net: NetUsage::default(),
             logs: Logs::default(),
         })
