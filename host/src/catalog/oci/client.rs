@@ -684,3 +684,41 @@ impl tokio::io::AsyncWrite for Sink<'_> {
         Poll::Ready(Ok(()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    #[tokio::test]
+    async fn a_download_gets_no_more_than_its_descriptor_says() {
+        let reference: Reference = "oci://r.example/a:1".parse().unwrap();
+        let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = reports.clone();
+        let progress: ProgressFn = Arc::new(move |p: Progress<'_>| {
+            seen.lock().unwrap().push((p.done, p.total));
+        });
+        let mut sink = Sink {
+            bytes: Vec::new(),
+            limit: 100 << 10,
+            reported: 0,
+            reference: &reference,
+            progress: Some(&progress),
+        };
+        // Within the limit: kept, with progress every 64 KiB and at the end.
+        sink.write_all(&[1; 64 << 10]).await.unwrap();
+        sink.write_all(&[2; 36 << 10]).await.unwrap();
+        assert_eq!(sink.bytes.len(), 100 << 10);
+        assert_eq!(
+            *reports.lock().unwrap(),
+            [(64 << 10, 100 << 10), (100 << 10, 100 << 10)]
+        );
+        // One byte past it: refused, nothing more kept.
+        let error = sink.write_all(&[3]).await.unwrap_err();
+        assert!(
+            error.to_string().contains("more than the 102400 bytes"),
+            "{error}"
+        );
+        assert_eq!(sink.bytes.len(), 100 << 10);
+    }
+}
