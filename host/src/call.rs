@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 use tracing::Instrument;
@@ -56,6 +56,17 @@ pub struct CallOptions {
     call_id: Option<String>,
     events: Option<Arc<dyn Fn(GuestEvent) + Send + Sync>>,
     cancel: Option<CancelToken>,
+    /// Where the call notes when its phases ran, for its spans.
+    pub(crate) timings: Option<Arc<std::sync::Mutex<Timings>>>,
+}
+
+/// When a call's phases ran (wall-clock times, for spans).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Timings {
+    /// Validation's start and end, when the tool exists.
+    pub validated: Option<(SystemTime, SystemTime)>,
+    /// When the sandbox was asked for a slot, when the arguments were valid.
+    pub sandbox_start: Option<SystemTime>,
 }
 
 impl CallOptions {
@@ -211,11 +222,19 @@ impl Registry {
             };
             return CallResult::error(name, call_id, ErrorKind::NotFound, output);
         };
+        let validating = options.timings.as_ref().map(|_| SystemTime::now());
+        let validated = |options: &CallOptions| {
+            if let (Some(timings), Some(start)) = (&options.timings, validating) {
+                let mut timings = timings.lock().unwrap_or_else(|e| e.into_inner());
+                timings.validated = Some((start, SystemTime::now()));
+            }
+        };
         let arguments = match arguments {
             Arguments::Value(value) => value,
             Arguments::Json(text) => match serde_json::from_str(&text) {
                 Ok(value) => value,
                 Err(e) => {
+                    validated(&options);
                     let output = format!(
                         "The arguments for `{name}` are not valid JSON ({e}). Send a JSON object that matches the tool's input schema."
                     );
@@ -223,7 +242,9 @@ impl Registry {
                 }
             },
         };
-        if let Some(errors) = schema::errors(&entry.input, &arguments) {
+        let errors = schema::errors(&entry.input, &arguments);
+        validated(&options);
+        if let Some(errors) = errors {
             let output = format!(
                 "The arguments for `{name}` do not match its input schema:\n{errors}\nFix these and call `{name}` again."
             );
@@ -248,6 +269,10 @@ impl Registry {
             tool: name.to_string(),
             arguments: arguments.to_string(),
         };
+        if let Some(timings) = &options.timings {
+            let mut timings = timings.lock().unwrap_or_else(|e| e.into_inner());
+            timings.sandbox_start = Some(SystemTime::now());
+        }
         let observer = Observer {
             events: options.events,
         };

@@ -52,6 +52,8 @@ mod error;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 mod sandbox;
+#[cfg(feature = "otel")]
+pub mod telemetry;
 
 pub use call::{Arguments, CallOptions, CallResult};
 pub use catalog::component::{Descriptor, Hints, Source};

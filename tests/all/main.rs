@@ -18,4 +18,5 @@ mod reload;
 mod script_guests;
 mod secrets;
 mod settings;
+mod telemetry;
 mod toolset;

@@ -20,6 +20,9 @@ use super::cache::{self, ResultCache};
 use super::events::{AgentEvent, Metrics, now_ms};
 use super::formats::{CallKind, Format, ParseError, ToolCall, parse_calls, render_results};
 use super::permissions::{Approval, ApprovalRequest, Approver, Permission, Permissions};
+use crate::call::Timings;
+#[cfg(feature = "otel")]
+use crate::telemetry::{CallOrigin, Telemetry};
 use crate::{
     Arguments, CallOptions, CallResult, CancelToken, ErrorKind, GuestEvent, LiveRegistry, Logs,
     Registry,
@@ -101,7 +104,17 @@ pub struct Runner {
     events: Option<EventSink>,
     cache: Option<ResultCache>,
     cancel: Option<CancelToken>,
+    #[cfg(feature = "otel")]
+    telemetry: Option<Telemetry>,
+    #[cfg(feature = "otel")]
+    origin: Option<Arc<CallOrigin>>,
 }
+
+/// A call's span while it runs, when the runner has telemetry.
+#[cfg(feature = "otel")]
+type Trace = Option<crate::telemetry::Traced>;
+#[cfg(not(feature = "otel"))]
+type Trace = ();
 
 impl std::fmt::Debug for Runner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -144,7 +157,27 @@ impl Runner {
             events: None,
             cache: None,
             cancel: None,
+            #[cfg(feature = "otel")]
+            telemetry: None,
+            #[cfg(feature = "otel")]
+            origin: None,
         }
+    }
+
+    /// Reports each call as a span and in metrics to `telemetry` (see
+    /// [`crate::telemetry`]). Default: none.
+    #[cfg(feature = "otel")]
+    pub fn telemetry(mut self, telemetry: Telemetry) -> Self {
+        self.telemetry = Some(telemetry);
+        self
+    }
+
+    /// Where its calls came from: their spans' parent, and for a server,
+    /// the request. Default: none (each call's span is a root).
+    #[cfg(feature = "otel")]
+    pub fn origin(mut self, origin: CallOrigin) -> Self {
+        self.origin = Some(Arc::new(origin));
+        self
     }
 
     /// The tools it runs calls against, as they are now.
@@ -281,9 +314,17 @@ impl Runner {
         for call in calls {
             let call = Prepared::new(call);
             self.emit_call(&call);
+            let trace = self.trace(registry, &call);
             let report = match self.gate(registry, &call, &mut refused).await {
-                Gate::Done(report) => *report,
-                Gate::Run => self.execute(registry, call).await,
+                Gate::Done(report) => {
+                    self.traced(trace, registry, &report, false);
+                    *report
+                }
+                Gate::Run => {
+                    let report = self.execute(registry, call, timings(&trace)).await;
+                    self.traced(trace, registry, &report, true);
+                    report
+                }
             };
             self.emit_result(&report);
             reports.push(report);
@@ -308,8 +349,10 @@ impl Runner {
         for (index, call) in calls.into_iter().enumerate() {
             let call = Prepared::new(call);
             self.emit_call(&call);
+            let trace = self.trace(&registry, &call);
             match self.gate(&registry, &call, &mut refused).await {
                 Gate::Done(report) => {
+                    self.traced(trace, &registry, &report, false);
                     self.emit_result(&report);
                     lock(&slots)[index] = Some(*report);
                 }
@@ -323,7 +366,8 @@ impl Runner {
                     );
                     tasks.spawn(async move {
                         let _permit = permits.acquire_owned().await;
-                        let report = runner.execute(&registry, call).await;
+                        let report = runner.execute(&registry, call, timings(&trace)).await;
+                        runner.traced(trace, &registry, &report, true);
                         runner.emit_result(&report);
                         lock(&slots)[index] = Some(report);
                     });
@@ -446,8 +490,47 @@ impl Runner {
         )))
     }
 
+    /// Starts the span of `call`, when the runner has telemetry.
+    #[cfg(feature = "otel")]
+    fn trace(&self, registry: &Registry, call: &Prepared) -> Trace {
+        let telemetry = self.telemetry.as_ref()?;
+        let tool = &call.call.name;
+        let arguments = || match (&call.parsed, &call.call.arguments) {
+            (Ok(value), _) => value.to_string(),
+            (Err(_), Arguments::Json(text)) => text.clone(),
+            (Err(_), Arguments::Value(value)) => value.to_string(),
+        };
+        let permission = self.permissions.permission_for(tool);
+        Some(telemetry.trace_call(
+            registry,
+            tool,
+            arguments,
+            permission,
+            self.origin.as_deref(),
+        ))
+    }
+
+    #[cfg(not(feature = "otel"))]
+    fn trace(&self, _registry: &Registry, _call: &Prepared) -> Trace {}
+
+    /// Ends the span of a call with its report.
+    #[cfg(feature = "otel")]
+    fn traced(&self, trace: Trace, registry: &Registry, report: &CallReport, granted: bool) {
+        if let Some(trace) = trace {
+            trace.finish(registry, &report.result, granted);
+        }
+    }
+
+    #[cfg(not(feature = "otel"))]
+    fn traced(&self, _trace: Trace, _registry: &Registry, _report: &CallReport, _granted: bool) {}
+
     /// Runs an approved call: from the cache if it can, else in the sandbox.
-    async fn execute(&self, registry: &Registry, call: Prepared) -> CallReport {
+    async fn execute(
+        &self,
+        registry: &Registry,
+        call: Prepared,
+        timings: Option<Arc<Mutex<Timings>>>,
+    ) -> CallReport {
         let started = Instant::now();
         if self.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
             return not_started(&call.call);
@@ -486,6 +569,7 @@ impl Runner {
         }
 
         let mut options = CallOptions::new().call_id(id.clone());
+        options.timings = timings;
         if let Some(token) = &self.cancel {
             options = options.cancel_token(token.clone());
         }
@@ -545,6 +629,17 @@ impl Runner {
             metrics: report.metrics,
         });
     }
+}
+
+/// Where a traced call notes when its phases ran.
+#[cfg(feature = "otel")]
+fn timings(trace: &Trace) -> Option<Arc<Mutex<Timings>>> {
+    trace.as_ref().and_then(|trace| trace.timings.clone())
+}
+
+#[cfg(not(feature = "otel"))]
+fn timings(_trace: &Trace) -> Option<Arc<Mutex<Timings>>> {
+    None
 }
 
 /// A call with its arguments parsed once (`Err(())` when they are text that

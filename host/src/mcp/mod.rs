@@ -31,6 +31,8 @@
 mod approval;
 pub mod http;
 mod mapping;
+#[cfg(feature = "otel")]
+mod telemetry;
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -53,6 +55,8 @@ use tracing::Instrument;
 pub use mapping::CALL_META_KEY;
 
 use crate::agent::{AgentEvent, Approver, Permission, Permissions, Runner, ToolCall};
+#[cfg(feature = "otel")]
+use crate::telemetry::{CallOrigin, Telemetry};
 use crate::{Arguments, CancelToken, LiveRegistry};
 
 /// The log level sent to a client that has not asked for one.
@@ -110,6 +114,9 @@ pub struct McpServer {
     /// How long a call's progress may be quiet before the server reports
     /// for it; `None`: never.
     keep_alive: Option<Duration>,
+    /// Where calls report spans and metrics.
+    #[cfg(feature = "otel")]
+    telemetry: Option<Telemetry>,
 }
 
 /// The initialized sessions of the older revisions, over every connection,
@@ -133,7 +140,19 @@ impl McpServer {
             log_level: Arc::default(),
             sessions: Sessions::default(),
             keep_alive: Some(DEFAULT_KEEP_ALIVE),
+            #[cfg(feature = "otel")]
+            telemetry: None,
         }
+    }
+
+    /// Reports each `tools/call` as a span (`tools/call {tool}`, kind
+    /// SERVER, under the client's trace context from `_meta`, on every
+    /// revision) and in metrics, including `mcp.server.operation.duration`.
+    /// Default: none.
+    #[cfg(feature = "otel")]
+    pub fn telemetry(mut self, telemetry: Telemetry) -> Self {
+        self.telemetry = Some(telemetry);
+        self
     }
 
     /// Reports progress for a call whose tool has been quiet for `interval`
@@ -321,6 +340,37 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        #[cfg(feature = "otel")]
+        if let Some(telemetry) = &self.telemetry {
+            let started = std::time::Instant::now();
+            let origin = telemetry::origin(&context);
+            let name = request.name.to_string();
+            let served = self.tools.current().tool(&name).is_some();
+            let response = self.run_tool(request, context, Some(&origin)).await;
+            let error = telemetry::error_type(&response);
+            let tool = served.then_some(name.as_str());
+            let server = origin.server_request().expect("an MCP request");
+            telemetry.record_operation(server, tool, error.as_deref(), started.elapsed());
+            return response;
+        }
+        self.run_tool(
+            request,
+            context,
+            #[cfg(feature = "otel")]
+            None,
+        )
+        .await
+    }
+}
+
+impl McpServer {
+    /// Runs a `tools/call`.
+    async fn run_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        #[cfg(feature = "otel")] origin: Option<&CallOrigin>,
+    ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
         let registry = self.tools.current();
         let Some(info) = registry.tool(&name) else {
@@ -359,6 +409,10 @@ impl ServerHandler for McpServer {
                 });
             }
             None => runner = runner.unapprovable(approval::NO_ELICITATION),
+        }
+        #[cfg(feature = "otel")]
+        if let (Some(telemetry), Some(origin)) = (&self.telemetry, origin) {
+            runner = runner.telemetry(telemetry.clone()).origin(origin.clone());
         }
         let runner = runner.cancel_token(cancel.clone()).on_event(move |event| {
             events.send(event).ok();

@@ -219,6 +219,12 @@ impl Runtime {
         self.shared.max_concurrent_calls
     }
 
+    /// How many sandbox slots are running a call now (at most
+    /// [`max_concurrent_calls`](Self::max_concurrent_calls)).
+    pub fn busy_slots(&self) -> usize {
+        self.shared.max_concurrent_calls - self.shared.slots.available_permits()
+    }
+
     /// How many calls were given up on (by their timeout or a cancellation)
     /// while their guest was blocked in a file operation that has not
     /// returned yet, such as a read of a FIFO or of a stalled network mount.

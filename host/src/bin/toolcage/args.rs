@@ -217,6 +217,16 @@ pub enum Command {
         /// no change events (implies --watch).
         #[arg(long, value_name = "N")]
         poll_ms: Option<u64>,
+        /// Serve metrics in Prometheus' text format at GET /metrics, beside
+        /// /mcp and behind the same token (with --http).
+        #[arg(long)]
+        metrics: bool,
+        /// Serve /metrics on a listener of its own at ADDR
+        /// (`127.0.0.1:9464`, or a bare port for 127.0.0.1), without a
+        /// token: bind it where only the scraper reaches. Implies
+        /// --metrics; works on stdio too.
+        #[arg(long, value_name = "ADDR")]
+        metrics_addr: Option<String>,
     },
     /// Write a new tool project NAME/ in the current directory: the WIT
     /// contract, the language's SDK, an example tool, a build command and a

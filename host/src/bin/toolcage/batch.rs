@@ -17,6 +17,7 @@ use toolcage::agent::{Approval, ApprovalRequest, Format, Permissions, Runner};
 pub async fn run_calls(
     registry: Registry,
     permissions: Permissions,
+    telemetry: Option<toolcage::telemetry::Telemetry>,
     file: Option<&Path>,
     format: &str,
     json: bool,
@@ -38,9 +39,12 @@ pub async fn run_calls(
         "auto" => None,
         name => Some(name.parse::<Format>()?),
     };
-    let runner = Runner::new(Arc::new(registry))
+    let mut runner = Runner::new(Arc::new(registry))
         .permissions(permissions)
         .approver(ask_on_terminal);
+    if let Some(telemetry) = telemetry {
+        runner = runner.telemetry(telemetry);
+    }
     // No tool calls is the model's final answer: an empty list of results.
     let (format, calls) = toolcage::agent::parse_calls(&document, format)?;
     let reports = runner.run_reports(calls.clone()).await;

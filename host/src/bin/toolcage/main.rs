@@ -11,11 +11,14 @@ mod serve;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
 use serde_json::Value;
+use toolcage::agent::{Permissions, Runner, ToolCall};
+use toolcage::telemetry::{EnvSettings, Telemetry};
 use toolcage::{
     CONFIG_FILE_NAME, Cidr, Config, FileReport, Grant, LimitOverrides, LiveRegistry, Mount,
     Registry, Runtime, ToolsSource, WatchOptions,
@@ -144,7 +147,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             watch,
             poll_ms,
             keep_alive_ms,
+            metrics,
+            metrics_addr,
         } => {
+            if *metrics && http.is_none() && metrics_addr.is_none() {
+                bail!(
+                    "--metrics serves /metrics beside /mcp: use it with --http, or give --metrics-addr"
+                );
+            }
+            let telemetry = start_telemetry(*metrics || metrics_addr.is_some())?;
             let mut runtime = Runtime::builder();
             if let Some(calls) = max_concurrent_calls {
                 if *calls == 0 {
@@ -160,7 +171,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             // SIGHUP is taken over before loading, which can take a while:
             // by default it would end the process.
             let hangups = Some(serve::hangups()?);
-            let registry = settings.live_registry_on(&runtime_with(runtime)?).await?;
+            let runtime = runtime_with(runtime)?;
+            let (registry, rejected) = settings.live_registry_on(&runtime).await?;
+            if let Some(telemetry) = &telemetry {
+                telemetry.observe_runtime(&runtime);
+                telemetry.record_reload(rejected);
+            }
             let serve = serve::Serve {
                 hangups,
                 http: http.clone(),
@@ -171,16 +187,30 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 watch,
                 config_file: config_path(global),
                 keep_alive_ms: *keep_alive_ms,
+                telemetry: telemetry.clone(),
+                metrics: *metrics,
+                metrics_addr: metrics_addr.clone(),
             };
-            serve.run(registry, settings.config.clone()).await?;
+            let served = serve.run(registry, settings.config.clone()).await;
+            stop_telemetry(telemetry);
+            served?;
             Ok(ExitCode::SUCCESS)
         }
         Command::RunCalls { file, format } => {
+            let telemetry = start_telemetry(false)?;
             let registry = settings.registry().await?;
             let permissions = settings.config.permissions.clone();
-            let all_ok =
-                batch::run_calls(registry, permissions, file.as_deref(), format, global.json)
-                    .await?;
+            let ran = batch::run_calls(
+                registry,
+                permissions,
+                telemetry.clone(),
+                file.as_deref(),
+                format,
+                global.json,
+            )
+            .await;
+            stop_telemetry(telemetry);
+            let all_ok = ran?;
             Ok(if all_ok {
                 ExitCode::SUCCESS
             } else {
@@ -189,8 +219,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Call { tool, args, pairs } => {
             let arguments = call_arguments(args.as_deref(), pairs)?;
+            let telemetry = start_telemetry(false)?;
             let registry = settings.registry().await?;
-            let result = registry.call(tool, arguments).await;
+            // The operator's own call: no permission rule applies.
+            let mut runner = Runner::new(Arc::new(registry)).permissions(Permissions::allow_all());
+            if let Some(telemetry) = &telemetry {
+                runner = runner.telemetry(telemetry.clone());
+            }
+            let call = ToolCall::new("call-1", tool.clone(), arguments);
+            let result = runner.run([call]).await.remove(0);
+            stop_telemetry(telemetry);
             print::call_result(&result, global.json)?;
             Ok(if result.is_error {
                 ExitCode::FAILURE
@@ -388,21 +426,26 @@ impl Settings {
     }
 
     /// The registry of [`Settings::registry`], on `runtime`, with its tools
-    /// directories live: they can be reloaded or watched.
-    async fn live_registry_on(&self, runtime: &Runtime) -> anyhow::Result<LiveRegistry> {
+    /// directories live: they can be reloaded or watched; and how many files
+    /// it rejected.
+    async fn live_registry_on(&self, runtime: &Runtime) -> anyhow::Result<(LiveRegistry, usize)> {
         self.require_pulled()?;
         let mut base = self.builder()?.runtime(runtime).build()?;
-        let live = noting_slow_loads(async {
+        let (live, rejected) = noting_slow_loads(async {
+            let mut rejected = 0;
             if self.bundled {
-                print::diagnostics(&load_bundled(&mut base).await);
+                let reports = load_bundled(&mut base).await;
+                rejected += reports.iter().filter(|report| !report.is_ok()).count();
+                print::diagnostics(&reports);
             }
             let (live, reports) = LiveRegistry::load(base, self.tools.clone()).await?;
+            rejected += reports.iter().filter(|report| !report.is_ok()).count();
             print::diagnostics(&reports);
-            anyhow::Ok(live)
+            anyhow::Ok((live, rejected))
         })
         .await?;
         self.note_unknown_components(&live.current());
-        Ok(live)
+        Ok((live, rejected))
     }
 
     /// Says which components the config has settings for but none loaded.
@@ -419,6 +462,25 @@ impl Settings {
                 );
             }
         }
+    }
+}
+
+/// How long telemetry may take, at exit, to send what is pending: a hanging
+/// collector must not keep toolcage from exiting promptly.
+const TELEMETRY_DEADLINE: Duration = Duration::from_secs(2);
+
+/// OpenTelemetry as the standard OTEL_* variables ask (nothing when they
+/// ask for nothing), and metrics for `/metrics` when `prometheus`.
+fn start_telemetry(prometheus: bool) -> anyhow::Result<Option<Telemetry>> {
+    Telemetry::from_env(EnvSettings::new().prometheus(prometheus)).context("OpenTelemetry")
+}
+
+/// Sends what telemetry has pending, saying in one line what it dropped.
+fn stop_telemetry(telemetry: Option<Telemetry>) {
+    if let Some(telemetry) = telemetry
+        && let Err(error) = telemetry.shutdown(TELEMETRY_DEADLINE)
+    {
+        eprintln!("telemetry: {}", print::sanitize(&error.to_string()));
     }
 }
 

@@ -12,6 +12,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use toolcage::mcp::McpServer;
 use toolcage::mcp::http::HttpOptions;
+use toolcage::telemetry::Telemetry;
 use toolcage::{Config, LiveRegistry, ReloadReport, WatchOptions};
 
 use crate::say;
@@ -32,6 +33,12 @@ pub struct Serve {
     pub config_file: Option<PathBuf>,
     /// `--keep-alive-ms`: `None` for the default, `Some(0)` for never.
     pub keep_alive_ms: Option<u64>,
+    /// Spans and metrics, when the OTEL_* variables or `--metrics` ask.
+    pub telemetry: Option<Telemetry>,
+    /// `--metrics`: `/metrics` beside `/mcp`.
+    pub metrics: bool,
+    /// `--metrics-addr`: `/metrics` on a listener of its own.
+    pub metrics_addr: Option<String>,
 }
 
 impl Serve {
@@ -39,6 +46,10 @@ impl Serve {
         let mut server = McpServer::new(registry.clone()).permissions(config.permissions.clone());
         if let Some(ms) = self.keep_alive_ms {
             server = server.keep_alive(Some(std::time::Duration::from_millis(ms)));
+        }
+        if let Some(telemetry) = &self.telemetry {
+            server = server.telemetry(telemetry.clone());
+            tokio::spawn(count_reloads(registry.clone(), telemetry.clone()));
         }
         let _watcher = match self.watch {
             Some(options) => Some(registry.watch(options)?),
@@ -62,6 +73,24 @@ impl Serve {
             signal(SignalKind::interrupt())?,
         );
         tokio::spawn(stop_on_signals(stops, shutdown.clone()));
+        if let (Some(addr), Some(telemetry)) = (&self.metrics_addr, &self.telemetry) {
+            let addr = parse_addr(addr, "--metrics-addr")?;
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            say(&format!(
+                "serving metrics at http://{}/metrics",
+                listener.local_addr()?
+            ));
+            let (telemetry, shutdown) = (telemetry.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                if let Err(e) =
+                    toolcage::mcp::http::serve_metrics(listener, telemetry, shutdown).await
+                {
+                    say(&format!("the metrics listener stopped: {e}"));
+                }
+            });
+        }
         let Some(addr) = &self.http else {
             if self.token_file.is_some()
                 || self.stateless
@@ -77,13 +106,16 @@ impl Serve {
                 .await
                 .map_err(|e| anyhow::anyhow!("serving on stdio: {e}"));
         };
-        let addr = parse_addr(addr)?;
+        let addr = parse_addr(addr, "--http")?;
         let mut options = HttpOptions::default().stateless(self.stateless);
         if let Some(bytes) = self.max_body_bytes {
             options = options.max_body_bytes(bytes);
         }
         for host in &self.allow_hosts {
             options = options.allow_host(host);
+        }
+        if let (true, Some(telemetry)) = (self.metrics, &self.telemetry) {
+            options = options.metrics(telemetry.clone());
         }
         if let Some(token) = self.token()? {
             options = options.token(token);
@@ -120,12 +152,28 @@ impl Serve {
 }
 
 /// `127.0.0.1:8080`, `[::1]:8080`, or a bare port (on 127.0.0.1).
-fn parse_addr(addr: &str) -> anyhow::Result<SocketAddr> {
+fn parse_addr(addr: &str, flag: &str) -> anyhow::Result<SocketAddr> {
     if let Ok(port) = addr.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
     addr.parse()
-        .with_context(|| format!("--http `{addr}`: expected HOST:PORT, such as 127.0.0.1:8080"))
+        .with_context(|| format!("{flag} `{addr}`: expected HOST:PORT, such as 127.0.0.1:8080"))
+}
+
+/// Counts each reload, and the files it rejected, in `telemetry`.
+async fn count_reloads(registry: LiveRegistry, telemetry: Telemetry) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut reloads = registry.subscribe();
+    loop {
+        match reloads.recv().await {
+            Ok(report) => {
+                let rejected = report.loaded.iter().filter(|file| !file.is_ok()).count();
+                telemetry.record_reload(rejected);
+            }
+            Err(RecvError::Lagged(missed)) => (0..missed).for_each(|_| telemetry.record_reload(0)),
+            Err(RecvError::Closed) => return,
+        }
+    }
 }
 
 /// SIGHUP, taken over from its default action (ending the process).
@@ -263,8 +311,14 @@ mod tests {
 
     #[test]
     fn addresses() {
-        assert_eq!(parse_addr("8080").unwrap().to_string(), "127.0.0.1:8080");
-        assert_eq!(parse_addr("0.0.0.0:9").unwrap().to_string(), "0.0.0.0:9");
-        assert!(parse_addr("localhost").is_err());
+        assert_eq!(
+            parse_addr("8080", "--http").unwrap().to_string(),
+            "127.0.0.1:8080"
+        );
+        assert_eq!(
+            parse_addr("0.0.0.0:9", "--http").unwrap().to_string(),
+            "0.0.0.0:9"
+        );
+        assert!(parse_addr("localhost", "--http").is_err());
     }
 }

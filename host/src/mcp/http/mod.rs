@@ -17,6 +17,9 @@
 //!   load balancer need no sticky sessions.
 //! - A shutdown loses no request sent on a connection already open
 //!   ([`drain`]).
+//! - `/metrics` (when the operator turns it on) names the tools and how
+//!   they fare, so it is behind the same token as `/mcp`; on a listener of
+//!   its own ([`serve_metrics`]) it is as open as the operator binds it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -33,6 +36,8 @@ use tokio_util::sync::CancellationToken;
 use futures::StreamExt;
 
 use super::{InFlight, McpServer};
+#[cfg(feature = "otel")]
+use crate::telemetry::Telemetry;
 
 pub mod drain;
 pub mod refusal;
@@ -56,6 +61,8 @@ pub struct HttpOptions {
     stateless: bool,
     max_body_bytes: usize,
     allowed_hosts: Vec<String>,
+    #[cfg(feature = "otel")]
+    metrics: Option<Telemetry>,
 }
 
 impl Default for HttpOptions {
@@ -65,6 +72,8 @@ impl Default for HttpOptions {
             stateless: false,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             allowed_hosts: Vec::new(),
+            #[cfg(feature = "otel")]
+            metrics: None,
         }
     }
 }
@@ -88,6 +97,16 @@ impl HttpOptions {
     /// The largest request body accepted. Default: [`DEFAULT_MAX_BODY_BYTES`].
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
+        self
+    }
+
+    /// Serves `telemetry`'s metrics in Prometheus' text format at
+    /// `GET /metrics`, behind the same token as `/mcp` (it needs a
+    /// [`PrometheusReader`](crate::telemetry::PrometheusReader)). Default:
+    /// no `/metrics`.
+    #[cfg(feature = "otel")]
+    pub fn metrics(mut self, telemetry: Telemetry) -> Self {
+        self.metrics = Some(telemetry);
         self
     }
 
@@ -151,10 +170,15 @@ impl McpServer {
             config,
         );
         let token: Arc<Option<String>> = Arc::new(options.token.clone());
-        let mcp = Router::new()
+        #[allow(unused_mut)]
+        let mut mcp = Router::new()
             .route_service("/mcp", service)
-            .layer(axum::middleware::from_fn_with_state(posts, count_posts))
-            .layer(axum::middleware::from_fn_with_state(token, require_token));
+            .layer(axum::middleware::from_fn_with_state(posts, count_posts));
+        #[cfg(feature = "otel")]
+        if let Some(telemetry) = &options.metrics {
+            mcp = mcp.merge(metrics_router(telemetry.clone()));
+        }
+        let mcp = mcp.layer(axum::middleware::from_fn_with_state(token, require_token));
         Router::new()
             .route("/healthz", axum::routing::get(|| async { "ok\n" }))
             .merge(mcp)
@@ -194,6 +218,41 @@ impl McpServer {
         drain::serve_until(listener, app, shutdown, finish).await;
         Ok(())
     }
+}
+
+/// `GET /metrics`: `telemetry`'s metrics in Prometheus' text format.
+#[cfg(feature = "otel")]
+fn metrics_router(telemetry: Telemetry) -> Router {
+    Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let telemetry = telemetry.clone();
+            async move {
+                let text = telemetry.prometheus_text().unwrap_or_default();
+                (
+                    [(
+                        header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    text,
+                )
+            }
+        }),
+    )
+}
+
+/// Serves `telemetry`'s metrics at `GET /metrics` on `listener`, and
+/// nothing else, without a token (an address only the operator's scraper
+/// reaches), until `shutdown` is cancelled.
+#[cfg(feature = "otel")]
+pub async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    telemetry: Telemetry,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, metrics_router(telemetry))
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
 }
 
 /// Counts a POST until its response body has been sent (or dropped): the
