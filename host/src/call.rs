@@ -122,7 +122,7 @@ pub struct CallResult {
     /// came to its memory limit.
     pub peak_memory_bytes: u64,
     /// How long the call waited for a free sandbox slot (all of them busy
-    /// with other calls), part of its wall time.
+    /// with other calls), part of its wall time; zero when one was free.
     #[serde(rename = "slot_wait_ms", serialize_with = "millis")]
     pub slot_wait: Duration,
     /// What the call used of the network: requests sent and refused, bytes

@@ -167,12 +167,10 @@ async fn a_call_is_a_span_with_what_it_cost_and_its_phases() {
     let everything = format!("{:?}", recorder.spans());
     assert!(!everything.contains("hello"), "{everything}");
 
+    // A slot was free: no wait, so no span for one.
     let mut phases: Vec<&str> = children.iter().map(|span| span.name.as_ref()).collect();
     phases.sort();
-    assert_eq!(
-        phases,
-        ["toolcage.run", "toolcage.slot_wait", "toolcage.validate"]
-    );
+    assert_eq!(phases, ["toolcage.run", "toolcage.validate"]);
     for child in &children {
         assert_eq!(child.span_kind, SpanKind::Internal);
         assert_eq!(child.span_context.trace_id(), span.span_context.trace_id());
@@ -252,7 +250,7 @@ async fn failures_carry_their_error_type_and_kind() {
     assert_eq!(text(&attributes, "toolcage.error.kind"), "out_of_fuel");
     assert_eq!(span.status, Status::error("out_of_fuel"));
     assert!(int(&attributes, "toolcage.call.fuel.used") >= 50_000_000);
-    assert_eq!(children.len(), 3);
+    assert_eq!(children.len(), 2);
 
     // Arguments that break the schema fail in validation: no sandbox phases.
     let (span, children) = recorder.call_span("execute_tool echo");
@@ -427,4 +425,57 @@ async fn telemetry_that_records_nothing_changes_nothing() {
         .await
         .remove(0);
     assert_eq!(result.output, "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_waited_for_a_slot_has_a_span_for_the_wait() {
+    let recorder = Recorder::new();
+    let runtime = toolcage::Runtime::builder()
+        .max_concurrent_calls(1)
+        .build()
+        .unwrap();
+    let registry = Arc::new(
+        registry(
+            builder().runtime(&runtime).limits(quick_limits()),
+            &[guests::FIXTURE_ECHO],
+        )
+        .await,
+    );
+    let runner = runner(&registry, recorder.telemetry(false));
+    let first = runner.run([ToolCall::new(
+        "first",
+        "echo",
+        json!({ "text": "a", "sleep_ms": 400 }),
+    )]);
+    let second = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        runner
+            .run([ToolCall::new("second", "echo", json!({ "text": "b" }))])
+            .await
+    };
+    let (_, second) = tokio::join!(first, second);
+    assert!(
+        second[0].slot_wait >= Duration::from_millis(200),
+        "{:?}",
+        second[0].slot_wait
+    );
+    let spans = recorder.spans();
+    let call = spans
+        .iter()
+        .find(|span| {
+            span.name == "execute_tool echo"
+                && span.attributes.iter().any(|kv| {
+                    kv.key.as_str() == "toolcage.call.slot_wait"
+                        && matches!(kv.value, Value::F64(wait) if wait >= 0.2)
+                })
+        })
+        .expect("the second call's span");
+    let wait = spans
+        .iter()
+        .find(|span| {
+            span.name == "toolcage.slot_wait" && span.parent_span_id == call.span_context.span_id()
+        })
+        .expect("a span for the wait");
+    let waited = wait.end_time.duration_since(wait.start_time).unwrap();
+    assert!(waited >= Duration::from_millis(200), "{waited:?}");
 }

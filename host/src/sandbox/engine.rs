@@ -249,6 +249,15 @@ impl Runtime {
         &self.shared.connections
     }
 
+    /// A free slot, if there is one now.
+    pub(crate) fn free_slot(&self, loading: bool) -> Option<OwnedSemaphorePermit> {
+        let slots = match loading {
+            true => &self.shared.loading_slots,
+            false => &self.shared.slots,
+        };
+        slots.clone().try_acquire_owned().ok()
+    }
+
     /// Waits for a free slot until `deadline`.
     pub(crate) async fn slot(
         &self,

@@ -489,10 +489,14 @@ pub(crate) async fn run(
     };
     let loading = matches!(invocation, Invocation::Describe);
     let admission = admit(sandbox, deadline, cancel, loading).await;
-    let slot_wait = started.elapsed();
+    // A call that found a slot free waited for none.
+    let slot_wait = match &admission {
+        Ok((_, false)) => Duration::ZERO,
+        _ => started.elapsed(),
+    };
     let result = match admission {
         Err(stopped) => Err(stopped),
-        Ok(slot) => {
+        Ok((slot, _)) => {
             let runtime = &sandbox.runtime;
             match &sandbox.files {
                 Some(files) if runtime.stuck_calls() < MAX_STUCK_WORKERS => {
@@ -559,12 +563,17 @@ async fn admit(
     deadline: Instant,
     cancel: Option<&CancelToken>,
     loading: bool,
-) -> Result<OwnedSemaphorePermit, Stopped> {
+) -> Result<(OwnedSemaphorePermit, bool), Stopped> {
     let runtime = &sandbox.runtime;
+    if !cancel.is_some_and(CancelToken::is_cancelled)
+        && let Some(slot) = runtime.free_slot(loading)
+    {
+        return Ok((slot, false));
+    }
     tokio::select! {
         biased;
         () = cancelled(cancel) => Err(cancelled_stop()),
-        slot = runtime.slot(deadline, loading) => slot.ok_or_else(|| Stopped {
+        slot = runtime.slot(deadline, loading) => slot.map(|slot| (slot, true)).ok_or_else(|| Stopped {
             kind: ErrorKind::Timeout,
             message: format!(
                 "The host was busy: all {} sandbox slots stayed in use for the tool's whole time limit of {}, so it never started. Try again later.",

@@ -32,10 +32,13 @@
 mod otlp;
 mod prometheus;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider as _};
+use opentelemetry::metrics::{
+    BoundCounter, BoundHistogram, Counter, Histogram, Meter, MeterProvider as _,
+};
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::{
     Span as _, SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _,
@@ -437,8 +440,11 @@ impl CallSpan {
             child("toolcage.validate", start, end);
         }
         if let Some(start) = timings.sandbox_start {
+            // A call that found a slot free did not wait: no span for it.
             let waited = start + result.slot_wait;
-            child("toolcage.slot_wait", start, waited);
+            if !result.slot_wait.is_zero() {
+                child("toolcage.slot_wait", start, waited);
+            }
             child("toolcage.run", waited, start + result.duration);
         }
     }
@@ -496,14 +502,8 @@ impl CallSpan {
             }
             let net = &result.net;
             if net.requests > 0 || net.denied > 0 {
-                attributes.push(KeyValue::new(
-                    "toolcage.net.requests",
-                    clamp(net.requests as u64),
-                ));
-                attributes.push(KeyValue::new(
-                    "toolcage.net.denied",
-                    clamp(net.denied as u64),
-                ));
+                attributes.push(KeyValue::new("toolcage.net.requests", clamp(net.requests)));
+                attributes.push(KeyValue::new("toolcage.net.denied", clamp(net.denied)));
                 attributes.push(KeyValue::new(
                     "toolcage.net.bytes_out",
                     clamp(net.bytes_out),
@@ -529,31 +529,14 @@ impl CallSpan {
             span.end();
         }
         if let Some(metrics) = &inner.metrics {
-            // A name the registry does not serve came from the model: it
-            // never becomes a label value.
-            let tool = info.map_or("", |info| info.descriptor.name.as_str());
-            let mut attributes = Vec::with_capacity(4);
-            attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_string()));
-            if let Some(info) = info {
-                attributes.push(KeyValue::new("toolcage.component", info.component.clone()));
-            }
-            if let Some(kind) = result.error_kind {
-                attributes.push(KeyValue::new("error.type", kind.as_str()));
-            }
-            if let Some(transport) = self.server {
-                attributes.push(KeyValue::new("network.transport", transport.as_str()));
-            }
-            metrics.calls.add(1, &attributes);
-            metrics
-                .duration
-                .record(result.duration.as_secs_f64(), &attributes);
+            let series = metrics.series(info, result.error_kind, self.server);
+            series.calls.add(1);
+            series.duration.record(result.duration.as_secs_f64());
             // What a run cost; a call refused before the sandbox cost none.
             if result.duration > Duration::ZERO {
-                metrics.fuel.record(result.fuel_used, &attributes);
-                metrics.memory.record(result.peak_memory_bytes, &attributes);
-                metrics
-                    .slot_wait
-                    .record(result.slot_wait.as_secs_f64(), &attributes);
+                series.fuel.record(result.fuel_used);
+                series.memory.record(result.peak_memory_bytes);
+                series.slot_wait.record(result.slot_wait.as_secs_f64());
             }
         }
     }
@@ -656,6 +639,10 @@ impl Transport {
 
 struct Instruments {
     meter: Meter,
+    /// The call instruments bound to each attribute set seen, by tool:
+    /// bounded by the tools served, their components, the error kinds and
+    /// the transports.
+    series: Mutex<HashMap<String, Vec<Arc<Series>>>>,
     operation_duration: Histogram<f64>,
     calls: Counter<u64>,
     duration: Histogram<f64>,
@@ -715,8 +702,68 @@ impl Instruments {
                 .with_description("Component files a load or reload rejected.")
                 .build(),
             meter: meter.clone(),
+            series: Mutex::default(),
         }
     }
+
+    /// The instruments of the series of a call to `info`'s tool (none: a
+    /// name the registry does not serve, which came from the model and never
+    /// becomes a label value) that ended with `error`, over `transport`.
+    fn series(
+        &self,
+        info: Option<&ToolInfo>,
+        error: Option<ErrorKind>,
+        transport: Option<Transport>,
+    ) -> Arc<Series> {
+        let (tool, component) = info.map_or(("", ""), |info| {
+            (info.descriptor.name.as_str(), info.component.as_str())
+        });
+        let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        let of_tool = match series.get_mut(tool) {
+            Some(of_tool) => of_tool,
+            None => series.entry(tool.to_string()).or_default(),
+        };
+        if let Some(found) = of_tool
+            .iter()
+            .find(|s| s.component == component && s.error == error && s.transport == transport)
+        {
+            return found.clone();
+        }
+        let mut attributes = vec![KeyValue::new("gen_ai.tool.name", tool.to_string())];
+        if info.is_some() {
+            attributes.push(KeyValue::new("toolcage.component", component.to_string()));
+        }
+        if let Some(kind) = error {
+            attributes.push(KeyValue::new("error.type", kind.as_str()));
+        }
+        if let Some(transport) = transport {
+            attributes.push(KeyValue::new("network.transport", transport.as_str()));
+        }
+        let bound = Arc::new(Series {
+            component: component.to_string(),
+            error,
+            transport,
+            calls: self.calls.bind(&attributes),
+            duration: self.duration.bind(&attributes),
+            fuel: self.fuel.bind(&attributes),
+            memory: self.memory.bind(&attributes),
+            slot_wait: self.slot_wait.bind(&attributes),
+        });
+        of_tool.push(bound.clone());
+        bound
+    }
+}
+
+/// The call instruments, bound to one series' attributes.
+struct Series {
+    component: String,
+    error: Option<ErrorKind>,
+    transport: Option<Transport>,
+    calls: BoundCounter<u64>,
+    duration: BoundHistogram<f64>,
+    fuel: BoundHistogram<u64>,
+    memory: BoundHistogram<u64>,
+    slot_wait: BoundHistogram<f64>,
 }
 
 /// The component's digest: the OCI manifest's for a pulled component,
