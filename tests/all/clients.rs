@@ -1,15 +1,16 @@
 //! toolcage driven by real clients: the official MCP Python SDK against
 //! `toolcage serve`, over stdio and Streamable HTTP, on 2026-07-28 and the
-//! older revisions, its life cycle (graceful shutdown, stateless replicas)
-//! and hot reload; scale-out behind a real nginx (`deploy/nginx.conf`) and
-//! 1,000 concurrent calls on one server; and `definitions` and `run-calls`
-//! checked against the types of the official `openai`, `anthropic` and `mcp`
-//! SDKs (`tests/clients/`, run with pytest in the venv that `clients_python`
-//! installs).
+//! older revisions, its life cycle (graceful shutdown, stateless replicas),
+//! hot reload and telemetry (OTLP traces and metrics to a loopback
+//! collector, /metrics scraped by a real Prometheus); scale-out behind a real
+//! nginx (`deploy/nginx.conf`) and 1,000 concurrent calls on one server; and
+//! `definitions` and `run-calls` checked against the types of the official
+//! `openai`, `anthropic` and `mcp` SDKs (`tests/clients/`, run with pytest in
+//! the venv that `clients_python` installs).
 
 use std::process::Command;
 
-use toolcage_tests::{clients_python, docker_registry, guests, toolcage_bin};
+use toolcage_tests::{clients_python, docker_registry, guests, prometheus, toolcage_bin};
 
 #[test]
 fn python_client_sdks() {
@@ -38,6 +39,8 @@ fn python_client_sdks() {
         // component whose `read_file` clashes with the bundled one.
         .env("TOOLCAGE_DOCKER_REGISTRY", docker_registry())
         .env("TOOLCAGE_HIJACK", guests::FIXTURE_HIJACK)
+        // test_telemetry.py: the Prometheus server that scrapes /metrics.
+        .env("TOOLCAGE_PROMETHEUS", prometheus())
         .env_remove("RUST_LOG")
         .output()
         .expect("pytest runs");

@@ -548,3 +548,192 @@ def lying_proxy():
     yield start
     for proxy in proxies:
         proxy.stop()
+
+
+# --- Telemetry (test_telemetry.py) --------------------------------------------
+
+import urllib.parse
+import urllib.request
+
+import otlp
+
+
+@pytest.fixture
+def otlp_receiver():
+    """`otlp_receiver(mode="ok")`: a new running otlp.Receiver (modes `ok`,
+    `refuse`, `hang`); every one is stopped at teardown."""
+    started = []
+
+    def start(mode="ok"):
+        receiver = otlp.Receiver(mode)
+        started.append(receiver)
+        return receiver
+
+    yield start
+    for receiver in started:
+        receiver.stop()
+
+
+# Prometheus starts in a second or two; this bounds a loaded machine.
+PROMETHEUS_START_S = 30
+
+
+def prometheus_binary():
+    binary = os.environ.get("TOOLCAGE_PROMETHEUS")
+    if not binary:
+        pytest.fail(
+            "TOOLCAGE_PROMETHEUS is not set: the telemetry tests need Prometheus "
+            "(tests/src/lib.rs `prometheus` fetches it)"
+        )
+    # It runs in a directory of its own.
+    return os.path.abspath(binary)
+
+
+class Prometheus:
+    """A Prometheus server (Debian's, 2.42) on 127.0.0.1:<free port>,
+    scraping `target` ("127.0.0.1:PORT", path /metrics) every second as job
+    `toolcage`, with `Authorization: Bearer <token>` read from a
+    credentials file when `token` is given. Its config, storage and log are
+    under `root`."""
+
+    def __init__(self, binary, root, target, token=None):
+        self.binary = binary
+        self.root = Path(root)
+        self.target = target
+        self.token = token
+        self.config = self.root / "prometheus.yml"
+        self.log = self.root / "prometheus.log"
+        self.process = None
+        self.port = free_port()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def _write_config(self):
+        # JSON strings are YAML strings: paths need no escaping.
+        lines = [
+            "global:",
+            "  scrape_interval: 1s",
+            "  scrape_timeout: 1s",
+            "  evaluation_interval: 1s",
+            "scrape_configs:",
+            "  - job_name: toolcage",
+            "    metrics_path: /metrics",
+            "    static_configs:",
+            f"      - targets: [{json.dumps(self.target)}]",
+        ]
+        if self.token is not None:
+            credentials = self.root / "token"
+            credentials.write_text(self.token)
+            lines += [
+                "    authorization:",
+                "      type: Bearer",
+                f"      credentials_file: {json.dumps(str(credentials))}",
+            ]
+        self.config.write_text("\n".join(lines) + "\n")
+
+    def start(self):
+        """Starts it and waits until it is ready; should the free port it
+        was given be taken meanwhile, moves to another."""
+        self._write_config()
+        for _ in range(3):
+            if self._start():
+                return self
+            self.port = free_port()
+        raise AssertionError("no free port for Prometheus")
+
+    def _start(self):
+        """Starts it; true once ready, false when its port was taken."""
+        logged = self.log.stat().st_size if self.log.exists() else 0
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    self.binary,
+                    f"--config.file={self.config}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    f"--storage.tsdb.path={self.root / 'data'}",
+                    "--log.level=warn",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.root,
+            )
+        deadline = time.monotonic() + PROMETHEUS_START_S
+        while time.monotonic() < deadline and self.process.poll() is None:
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as ready:
+                    if ready.status == 200:
+                        return True
+            except OSError:
+                pass  # not listening yet, or 503 (an HTTPError) while it starts
+            time.sleep(0.1)
+        self.stop()
+        with open(self.log, "rb") as log:
+            log.seek(logged)
+            if b"address already in use" in log.read():
+                return False
+        log = self.log.read_text(errors="replace")
+        raise AssertionError(f"Prometheus did not get ready on {self.url}:\n{log}")
+
+    def stop(self):
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def api(self, path, **params):
+        """GETs /api/v1/PATH?PARAMS; returns its `data`."""
+        query = urllib.parse.urlencode(params)
+        with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=10) as answer:
+            body = json.load(answer)
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr):
+        """An instant query: its series, as [(labels, value)]."""
+        data = self.api("query", query=expr)
+        assert data["resultType"] == "vector", data
+        return [(series["metric"], float(series["value"][1])) for series in data["result"]]
+
+    def scrape_state(self):
+        """The target's health and last scrape error, for failure messages."""
+        targets = self.api("targets")["activeTargets"]
+        return [(t["scrapeUrl"], t["health"], t["lastError"]) for t in targets]
+
+    def wait_for_query(self, expr, predicate=bool, timeout=20):
+        """Polls `expr` until `predicate(series)` holds; returns the series."""
+        deadline = time.monotonic() + timeout
+        while True:
+            series = self.query(expr)
+            if predicate(series):
+                return series
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{expr} gave {series} after {timeout} s; targets: {self.scrape_state()}"
+                )
+            time.sleep(0.25)
+
+
+@pytest.fixture
+def prometheus(tmp_path_factory):
+    """`prometheus(target, token=None)`: a new running Prometheus scraping
+    `target` ("127.0.0.1:PORT") every second; every one is stopped at
+    teardown."""
+    binary = prometheus_binary()
+    started = []
+
+    def start(target, token=None):
+        server = Prometheus(binary, tmp_path_factory.mktemp("prometheus"), target, token)
+        started.append(server)
+        return server.start()
+
+    yield start
+    for server in started:
+        server.stop()

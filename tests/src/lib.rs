@@ -182,48 +182,100 @@ pub fn clients_python() -> PathBuf {
 /// and rename it into place; the first rename wins.
 pub fn docker_registry() -> PathBuf {
     static REGISTRY: LazyLock<PathBuf> = LazyLock::new(|| {
-        if let Some(path) = std::env::var_os("TOOLCAGE_DOCKER_REGISTRY") {
-            let path = PathBuf::from(path);
-            assert!(
-                path.is_file(),
-                "TOOLCAGE_DOCKER_REGISTRY={} is not a file",
-                path.display()
-            );
-            return path;
-        }
-        let exe = std::env::current_exe().expect("the test binary has a path");
-        let target = exe
-            .parent()
-            .and_then(Path::parent)
-            .and_then(Path::parent)
-            .expect("target/<profile>/deps/<test>");
-        let root = target.join("docker-registry");
-        let binary = root.join("usr/bin/docker-registry");
-        if !root.exists() {
-            fetch_docker_registry(target, &root);
-        }
-        assert!(
-            binary.is_file(),
-            "{} holds no usr/bin/docker-registry: remove it to fetch it again",
-            root.display()
-        );
-        binary
+        debian_binary(&DebianBinary {
+            package: "docker-registry",
+            binary: "usr/bin/docker-registry",
+            variable: "TOOLCAGE_DOCKER_REGISTRY",
+            purpose: "the OCI tests",
+        })
     });
     REGISTRY.clone()
 }
 
-/// Downloads Debian's `docker-registry` package and unpacks it as `root`.
-fn fetch_docker_registry(target: &Path, root: &Path) {
-    let how = "apt-get download docker-registry && dpkg-deb -x docker-registry_*.deb DIR, \
-               then set TOOLCAGE_DOCKER_REGISTRY=DIR/usr/bin/docker-registry";
+/// The Prometheus server (Debian's `prometheus`, 2.42) the telemetry client
+/// tests let scrape `toolcage serve`'s /metrics on loopback:
+/// `$TOOLCAGE_PROMETHEUS` when set, else
+/// `target/prometheus/usr/bin/prometheus`, fetched and unpacked there on
+/// first use as [`docker_registry`] is (never installed: the package's
+/// service would listen on every interface).
+pub fn prometheus() -> PathBuf {
+    static PROMETHEUS: LazyLock<PathBuf> = LazyLock::new(|| {
+        debian_binary(&DebianBinary {
+            package: "prometheus",
+            binary: "usr/bin/prometheus",
+            variable: "TOOLCAGE_PROMETHEUS",
+            purpose: "the telemetry tests",
+        })
+    });
+    PROMETHEUS.clone()
+}
+
+/// A program the client tests run from a Debian package, unpacked into
+/// `target/<package>`.
+struct DebianBinary {
+    /// The package's name, and the directory under target/ it is unpacked in.
+    package: &'static str,
+    /// The program's path inside the package.
+    binary: &'static str,
+    /// The environment variable that names the program instead.
+    variable: &'static str,
+    /// Who needs it, for the error messages.
+    purpose: &'static str,
+}
+
+/// The program `wanted` describes: `$variable` when set, else
+/// `target/<package>/<binary>`, fetched on first use.
+fn debian_binary(wanted: &DebianBinary) -> PathBuf {
+    if let Some(path) = std::env::var_os(wanted.variable) {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "{}={} is not a file",
+            wanted.variable,
+            path.display()
+        );
+        return path;
+    }
+    let exe = std::env::current_exe().expect("the test binary has a path");
+    let target = exe
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>");
+    let root = target.join(wanted.package);
+    let binary = root.join(wanted.binary);
+    if !root.exists() {
+        fetch_debian_package(wanted, target, &root);
+    }
+    assert!(
+        binary.is_file(),
+        "{} holds no {}: remove it to fetch it again",
+        root.display(),
+        wanted.binary
+    );
+    binary
+}
+
+/// Downloads Debian's `wanted.package` and unpacks it as `root`.
+fn fetch_debian_package(wanted: &DebianBinary, target: &Path, root: &Path) {
+    let DebianBinary {
+        package,
+        binary,
+        variable,
+        purpose,
+    } = wanted;
+    let how = format!(
+        "apt-get download {package} && dpkg-deb -x {package}_*.deb DIR, \
+         then set {variable}=DIR/{binary}"
+    );
     std::fs::create_dir_all(target).expect("create target/");
     let scratch = tempfile::Builder::new()
-        .prefix(".docker-registry-")
+        .prefix(&format!(".{package}-"))
         .tempdir_in(target)
         .expect("a scratch directory in target/");
     let download = || {
         Command::new("apt-get")
-            .args(["download", "-qq", "docker-registry"])
+            .args(["download", "-qq", package])
             .current_dir(scratch.path())
             .status()
             .is_ok_and(|status| status.success())
@@ -247,7 +299,7 @@ fn fetch_docker_registry(target: &Path, root: &Path) {
             .is_ok_and(|status| status.success());
         assert!(
             updated && download(),
-            "cannot fetch Debian's docker-registry package for the OCI tests \
+            "cannot fetch Debian's {package} package for {purpose} \
              (apt-get update: {}); fetch it by hand: {how}",
             if updated { "ok" } else { "failed" }
         );
@@ -269,15 +321,15 @@ fn fetch_docker_registry(target: &Path, root: &Path) {
         deb.display()
     );
     assert!(
-        unpacked.join("usr/bin/docker-registry").is_file(),
-        "{} has no usr/bin/docker-registry",
+        unpacked.join(binary).is_file(),
+        "{} has no {binary}",
         deb.display()
     );
     // Another test process may have won the race: its copy is as good.
     if let Err(error) = std::fs::rename(&unpacked, root) {
         assert!(
-            root.join("usr/bin/docker-registry").is_file(),
-            "cannot move the registry into {}: {error}",
+            root.join(binary).is_file(),
+            "cannot move {package} into {}: {error}",
             root.display()
         );
     }

@@ -154,6 +154,10 @@ impl Telemetry {
         if !traces && !metrics && !settings.prometheus {
             return Ok(None);
         }
+        // The exporters' HTTP client (reqwest on rustls, without a provider
+        // of its own) needs one for `https` endpoints: ring, unless the
+        // process chose one already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let resource = resource();
         let mut builder = TelemetryBuilder {
             capture_content: is_true("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"),
