@@ -14,9 +14,9 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use toolcage::Registry;
+use toolcage_tests::bench::{Figures, measure};
 use toolcage_tests::guests;
 
 const WARM_UP: usize = 500;
@@ -128,53 +128,6 @@ mod bare {
 /// Measures one path with 1, then 2 callers.
 type Measured<'a> = dyn Fn() -> (Figures, Figures) + 'a;
 
-/// Per-call figures of one path with one number of callers.
-struct Figures {
-    p50: Duration,
-    p99: Duration,
-    per_second: f64,
-}
-
-/// Runs `CALLS` calls split over `callers` concurrent tasks.
-fn measure<F, Fut>(tokio: &tokio::runtime::Runtime, callers: usize, call: F) -> Figures
-where
-    F: Fn() -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = ()> + Send,
-{
-    let call = Arc::new(call);
-    tokio.block_on(async {
-        for _ in 0..WARM_UP {
-            call().await;
-        }
-        let started = Instant::now();
-        let tasks: Vec<_> = (0..callers)
-            .map(|_| {
-                let call = call.clone();
-                tokio::spawn(async move {
-                    let mut latencies = Vec::with_capacity(CALLS / callers);
-                    for _ in 0..CALLS / callers {
-                        let began = Instant::now();
-                        call().await;
-                        latencies.push(began.elapsed());
-                    }
-                    latencies
-                })
-            })
-            .collect();
-        let mut latencies = Vec::with_capacity(CALLS);
-        for task in tasks {
-            latencies.extend(task.await.expect("the caller finished"));
-        }
-        let elapsed = started.elapsed();
-        latencies.sort();
-        Figures {
-            p50: latencies[latencies.len() / 2],
-            p99: latencies[latencies.len() * 99 / 100],
-            per_second: latencies.len() as f64 / elapsed.as_secs_f64(),
-        }
-    })
-}
-
 fn main() {
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -271,7 +224,10 @@ where
     F: Fn() -> Fut + Send + Sync + Clone + 'static,
     Fut: Future<Output = ()> + Send,
 {
-    (measure(tokio, 1, call.clone()), measure(tokio, 2, call))
+    (
+        measure(tokio, (WARM_UP, CALLS), 1, call.clone()),
+        measure(tokio, (WARM_UP, CALLS), 2, call),
+    )
 }
 
 fn ratio(label: &str, value: f64, target: &str) {

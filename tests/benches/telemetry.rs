@@ -11,76 +11,19 @@
 //! Run with `cargo bench -p toolcage-tests --bench telemetry`.
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use toolcage::Registry;
 use toolcage::agent::{Permissions, Runner, ToolCall};
 use toolcage::telemetry::{EnvSettings, Telemetry};
+use toolcage_tests::bench::{Figures, measure};
 use toolcage_tests::guests;
 
 const WARM_UP: usize = 500;
 const CALLS: usize = 6_000;
 const ROUNDS: usize = 3;
-
-/// Per-call figures of one path with one number of callers.
-#[derive(Clone, Copy)]
-struct Figures {
-    p50: Duration,
-    p99: Duration,
-    per_second: f64,
-}
-
-impl Figures {
-    /// A path not run.
-    const ZERO: Figures = Figures {
-        p50: Duration::ZERO,
-        p99: Duration::ZERO,
-        per_second: 0.0,
-    };
-}
-
-/// Runs `CALLS` calls split over `callers` concurrent tasks.
-fn measure<F, Fut>(tokio: &tokio::runtime::Runtime, callers: usize, call: F) -> Figures
-where
-    F: Fn() -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = ()> + Send,
-{
-    let call = Arc::new(call);
-    tokio.block_on(async {
-        for _ in 0..WARM_UP {
-            call().await;
-        }
-        let started = Instant::now();
-        let tasks: Vec<_> = (0..callers)
-            .map(|_| {
-                let call = call.clone();
-                tokio::spawn(async move {
-                    let mut latencies = Vec::with_capacity(CALLS / callers);
-                    for _ in 0..CALLS / callers {
-                        let began = Instant::now();
-                        call().await;
-                        latencies.push(began.elapsed());
-                    }
-                    latencies
-                })
-            })
-            .collect();
-        let mut latencies = Vec::with_capacity(CALLS);
-        for task in tasks {
-            latencies.extend(task.await.expect("the caller finished"));
-        }
-        let elapsed = started.elapsed();
-        latencies.sort();
-        Figures {
-            p50: latencies[latencies.len() / 2],
-            p99: latencies[latencies.len() * 99 / 100],
-            per_second: latencies.len() as f64 / elapsed.as_secs_f64(),
-        }
-    })
-}
 
 /// An OTLP/HTTP receiver on loopback that takes every export and answers
 /// 200 with an empty body (an empty export response, in protobuf), counting
@@ -198,8 +141,8 @@ fn main() {
                 continue;
             }
             let call = runner(telemetry.clone());
-            rounds[i][0].push(measure(&tokio, 1, call.clone()));
-            rounds[i][1].push(measure(&tokio, 2, call));
+            rounds[i][0].push(measure(&tokio, (WARM_UP, CALLS), 1, call.clone()));
+            rounds[i][1].push(measure(&tokio, (WARM_UP, CALLS), 2, call));
         }
     }
     let median = |figures: &[Figures], of: fn(&Figures) -> f64| {

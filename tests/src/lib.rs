@@ -340,12 +340,81 @@ pub fn toolcage_bin() -> &'static Path {
     &TOOLCAGE_BIN
 }
 
-/// What the benchmarks that drive `toolcage serve` share.
+/// What the benchmarks share: per-call figures, and driving `toolcage serve`.
 pub mod bench {
+    use std::future::Future;
     use std::io::{BufRead, BufReader, Read};
     use std::net::TcpStream;
     use std::path::PathBuf;
     use std::process::Command;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    /// Per-call figures of one path with one number of callers.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Figures {
+        /// The median call's time.
+        pub p50: Duration,
+        /// The 99th percentile call's time.
+        pub p99: Duration,
+        /// Calls per second over the measured calls.
+        pub per_second: f64,
+    }
+
+    impl Figures {
+        /// A path not measured.
+        pub const ZERO: Figures = Figures {
+            p50: Duration::ZERO,
+            p99: Duration::ZERO,
+            per_second: 0.0,
+        };
+    }
+
+    /// Runs `warm_up` calls, then `calls` calls split over `callers`
+    /// concurrent tasks, and measures each.
+    pub fn measure<F, Fut>(
+        tokio: &tokio::runtime::Runtime,
+        (warm_up, calls): (usize, usize),
+        callers: usize,
+        call: F,
+    ) -> Figures
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send,
+    {
+        let call = Arc::new(call);
+        tokio.block_on(async {
+            for _ in 0..warm_up {
+                call().await;
+            }
+            let started = Instant::now();
+            let tasks: Vec<_> = (0..callers)
+                .map(|_| {
+                    let call = call.clone();
+                    tokio::spawn(async move {
+                        let mut latencies = Vec::with_capacity(calls / callers);
+                        for _ in 0..calls / callers {
+                            let began = Instant::now();
+                            call().await;
+                            latencies.push(began.elapsed());
+                        }
+                        latencies
+                    })
+                })
+                .collect();
+            let mut latencies = Vec::with_capacity(calls);
+            for task in tasks {
+                latencies.extend(task.await.expect("the caller finished"));
+            }
+            let elapsed = started.elapsed();
+            latencies.sort();
+            Figures {
+                p50: latencies[latencies.len() / 2],
+                p99: latencies[latencies.len() * 99 / 100],
+                per_second: latencies.len() as f64 / elapsed.as_secs_f64(),
+            }
+        })
+    }
 
     /// One HTTP/1.1 response's body, `Content-Length` or chunked.
     pub fn read_response(reader: &mut BufReader<TcpStream>) -> String {
