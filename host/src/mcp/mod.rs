@@ -348,9 +348,10 @@ impl ServerHandler for McpServer {
             let served = self.tools.current().tool(&name).is_some();
             let response = self.run_tool(request, context, Some(&origin)).await;
             let error = telemetry::error_type(&response);
-            let tool = served.then_some(name.as_str());
-            let server = origin.server_request().expect("an MCP request");
-            telemetry.record_operation(server, tool, error.as_deref(), started.elapsed());
+            if let Some(request) = origin.server_request() {
+                let tool = served.then_some(name.as_str());
+                telemetry.record_operation(request, tool, error.as_deref(), started.elapsed());
+            }
             return response;
         }
         self.run_tool(
