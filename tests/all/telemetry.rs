@@ -479,3 +479,29 @@ async fn a_call_that_waited_for_a_slot_has_a_span_for_the_wait() {
     let waited = wait.end_time.duration_since(wait.start_time).unwrap();
     assert!(waited >= Duration::from_millis(200), "{waited:?}");
 }
+
+#[tokio::test]
+async fn reloads_and_the_files_they_reject_are_counted() {
+    let recorder = Recorder::new();
+    let telemetry = recorder.telemetry(false);
+    let dir = tempfile::tempdir().unwrap();
+    let base = builder().limits(quick_limits()).build().unwrap();
+    let (live, _) = toolcage::LiveRegistry::load(base, [dir.path()])
+        .await
+        .unwrap();
+    telemetry.observe_reloads(&live);
+    // Written elsewhere and renamed in, so the reload reads it whole. A
+    // rejected new file changes no tool: the reload still counts, and so
+    // does the file.
+    let staging = dir.path().join(".broken.part");
+    std::fs::write(&staging, b"not a component").unwrap();
+    std::fs::rename(&staging, dir.path().join("broken.wasm")).unwrap();
+    let report = live.reload().await;
+    assert!(!report.changed() && report.loaded.len() == 1, "{report:?}");
+    // Not retried until it changes: counted once.
+    live.reload().await;
+    assert_eq!((live.reloads(), live.rejected_files()), (3, 1));
+    let text = telemetry.prometheus_text().unwrap();
+    assert!(text.contains("toolcage_reloads_total 3\n"), "{text}");
+    assert!(text.contains("toolcage_files_rejected_total 1\n"), "{text}");
+}

@@ -500,7 +500,7 @@ impl Runner {
             (Err(_), Arguments::Json(text)) => text.clone(),
             (Err(_), Arguments::Value(value)) => value.to_string(),
         };
-        let permission = self.permissions.permission_for(tool);
+        let permission = self.permissions.permission_for(tool).as_str();
         Some(telemetry.trace_call(
             registry,
             tool,

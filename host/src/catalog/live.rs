@@ -35,6 +35,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
@@ -65,6 +66,9 @@ struct Inner {
     /// One reload at a time.
     state: Mutex<State>,
     changes: broadcast::Sender<Arc<ReloadReport>>,
+    /// Loads and reloads done, and the component files they rejected.
+    reloads: AtomicU64,
+    rejected_files: AtomicU64,
 }
 
 struct State {
@@ -208,6 +212,8 @@ impl LiveRegistry {
                 sources,
                 state: Mutex::new(state),
                 changes: broadcast::channel(64).0,
+                reloads: AtomicU64::new(0),
+                rejected_files: AtomicU64::new(0),
             }),
         }
     }
@@ -240,6 +246,18 @@ impl LiveRegistry {
     /// changes. Take it once per call (or batch) and finish on it.
     pub fn current(&self) -> Arc<Registry> {
         self.inner.current.load_full()
+    }
+
+    /// How many times the directories were loaded or reloaded (the first
+    /// load included), changing the tools or not.
+    pub fn reloads(&self) -> u64 {
+        self.inner.reloads.load(Ordering::Relaxed)
+    }
+
+    /// How many component files those loads rejected, each version of a
+    /// file counted once (a rejected file is not retried until it changes).
+    pub fn rejected_files(&self) -> u64 {
+        self.inner.rejected_files.load(Ordering::Relaxed)
     }
 
     /// The tools directories and references, in load order.
@@ -386,6 +404,11 @@ impl LiveRegistry {
         state.files = files;
         drop(guard);
         log(&report);
+        let rejected = report.loaded.iter().filter(|file| !file.is_ok()).count();
+        self.inner.reloads.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .rejected_files
+            .fetch_add(rejected as u64, Ordering::Relaxed);
         if report.changed() {
             self.inner.changes.send(Arc::new(report.clone())).ok();
         }

@@ -51,9 +51,8 @@ use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 pub use otlp::{EnvSettings, TelemetryError};
 pub use prometheus::PrometheusReader;
 
-use crate::agent::Permission;
 use crate::call::Timings;
-use crate::{CallResult, ErrorKind, Limits, Registry, Runtime, ToolInfo};
+use crate::{CallResult, ErrorKind, LiveRegistry, Registry, Runtime, ToolInfo};
 
 /// The instrumentation scope's name.
 const SCOPE: &str = "toolcage";
@@ -242,13 +241,30 @@ impl Telemetry {
             .build();
     }
 
-    /// Counts a load or a reload (`toolcage.reloads`) and the files it
-    /// rejected (`toolcage.files.rejected`).
-    pub fn record_reload(&self, rejected: usize) {
-        if let Some(metrics) = &self.inner.metrics {
-            metrics.reloads.add(1, &[]);
-            metrics.rejected.add(rejected as u64, &[]);
-        }
+    /// Reports `registry`'s loads and reloads (`toolcage.reloads`) and the
+    /// component files they rejected (`toolcage.files.rejected`), as
+    /// counters read at each collection. The meter holds `registry` until it
+    /// is shut down.
+    pub fn observe_reloads(&self, registry: &LiveRegistry) {
+        let Some(metrics) = &self.inner.metrics else {
+            return;
+        };
+        let reloads = registry.clone();
+        metrics
+            .meter
+            .u64_observable_counter("toolcage.reloads")
+            .with_unit("{reload}")
+            .with_description("Loads and reloads of the tools.")
+            .with_callback(move |counter| counter.observe(reloads.reloads(), &[]))
+            .build();
+        let rejected = registry.clone();
+        metrics
+            .meter
+            .u64_observable_counter("toolcage.files.rejected")
+            .with_unit("{file}")
+            .with_description("Component files a load or reload rejected.")
+            .with_callback(move |counter| counter.observe(rejected.rejected_files(), &[]))
+            .build();
     }
 
     /// Records one MCP request in `mcp.server.operation.duration`.
@@ -292,172 +308,120 @@ impl Telemetry {
             deadline,
         )
     }
-
-    /// Starts the span of a call to `tool` (`info` when the registry serves
-    /// it), from `origin`.
-    pub(crate) fn start_call(
-        &self,
-        tool: &str,
-        info: Option<&ToolInfo>,
-        origin: Option<&CallOrigin>,
-    ) -> CallSpan {
-        let Some(tracer) = &self.inner.tracer else {
-            return CallSpan {
-                telemetry: self.clone(),
-                context: None,
-                server: origin.and_then(|o| o.request.as_ref()).map(|r| r.transport),
-            };
-        };
-        let request = origin.and_then(|origin| origin.request.as_ref());
-        let target = if info.is_some() { tool } else { "" };
-        let (name, kind) = match request {
-            Some(request) if target.is_empty() => (request.method.to_string(), SpanKind::Server),
-            Some(request) => (format!("{} {target}", request.method), SpanKind::Server),
-            None if target.is_empty() => ("execute_tool".to_string(), SpanKind::Internal),
-            None => (format!("execute_tool {target}"), SpanKind::Internal),
-        };
-        let mut attributes = Vec::with_capacity(24);
-        attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
-        attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_string()));
-        if let Some(request) = request {
-            attributes.push(KeyValue::new("mcp.method.name", request.method));
-            attributes.push(KeyValue::new(
-                "jsonrpc.request.id",
-                request.request_id.clone(),
-            ));
-            if let Some(version) = &request.protocol_version {
-                attributes.push(KeyValue::new("mcp.protocol.version", version.clone()));
-            }
-            if let Some(session) = &request.session_id {
-                attributes.push(KeyValue::new("mcp.session.id", session.clone()));
-            }
-            attributes.push(KeyValue::new(
-                "network.transport",
-                request.transport.as_str(),
-            ));
-        }
-        if let Some(info) = info {
-            attributes.push(KeyValue::new("toolcage.component", info.component.clone()));
-            attributes.push(KeyValue::new("toolcage.component.digest", digest(info)));
-        }
-        let parent = origin.map_or_else(Context::new, |origin| origin.parent.clone());
-        let span = tracer
-            .span_builder(name)
-            .with_kind(kind)
-            .with_attributes(attributes)
-            .start_with_context(tracer, &parent);
-        CallSpan {
-            telemetry: self.clone(),
-            context: Some(parent.with_span(span)),
-            server: request.map(|r| r.transport),
-        }
-    }
 }
 
-/// A call being traced, from its start to its result.
+/// A call being traced, from its start to its result: its span (the
+/// standard `execute_tool`, or MCP's `tools/call` when the frontend said
+/// where the request came from) and its metrics.
 pub(crate) struct Traced {
-    span: CallSpan,
+    telemetry: Telemetry,
+    /// The call's span, in the context its children start in; `None`
+    /// without traces.
+    context: Option<Context>,
+    /// The transport of the request, for a server's call.
+    transport: Option<Transport>,
     /// Filled by the call path when the span wants child spans.
     pub timings: Option<Arc<Mutex<Timings>>>,
     /// The arguments, kept only when content is captured.
     arguments: Option<String>,
-    permission: Permission,
+    /// The permission rule that applied: `allow`, `ask` or `deny`.
+    permission: &'static str,
 }
 
 impl Telemetry {
     /// Starts tracing a call to `tool` in `registry` with `arguments`,
-    /// whose permission rule is `permission`.
+    /// whose permission rule is `permission`, from `origin`.
     pub(crate) fn trace_call(
         &self,
         registry: &Registry,
         tool: &str,
         arguments: impl FnOnce() -> String,
-        permission: Permission,
+        permission: &'static str,
         origin: Option<&CallOrigin>,
     ) -> Traced {
-        let span = self.start_call(tool, registry.tool(tool), origin);
-        let timings = span.wants_timings().then(Arc::default);
-        let arguments = self.inner.capture_content.then(arguments);
+        let request = origin.and_then(|origin| origin.request.as_ref());
+        let context = self
+            .inner
+            .tracer
+            .as_ref()
+            .map(|tracer| call_span(tracer, tool, registry.tool(tool), origin));
         Traced {
-            span,
-            timings,
-            arguments,
+            timings: context.as_ref().map(|_| Arc::default()),
+            context,
+            transport: request.map(|r| r.transport),
+            arguments: self.inner.capture_content.then(arguments),
             permission,
+            telemetry: self.clone(),
         }
     }
+}
+
+/// The span of a call to `tool` (`info` when the registry serves it) from
+/// `origin`, in the context its children start in.
+fn call_span(
+    tracer: &SdkTracer,
+    tool: &str,
+    info: Option<&ToolInfo>,
+    origin: Option<&CallOrigin>,
+) -> Context {
+    let request = origin.and_then(|origin| origin.request.as_ref());
+    // A name the registry does not serve came from the model: it names no
+    // span, and is kept short.
+    let target = if info.is_some() { tool } else { "" };
+    let (name, kind) = match request {
+        Some(request) if target.is_empty() => (request.method.to_string(), SpanKind::Server),
+        Some(request) => (format!("{} {target}", request.method), SpanKind::Server),
+        None if target.is_empty() => ("execute_tool".to_string(), SpanKind::Internal),
+        None => (format!("execute_tool {target}"), SpanKind::Internal),
+    };
+    let mut attributes = Vec::with_capacity(24);
+    attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+    attributes.push(KeyValue::new(
+        "gen_ai.tool.name",
+        cut(tool.to_string(), MAX_UNKNOWN_NAME_BYTES),
+    ));
+    if let Some(request) = request {
+        attributes.push(KeyValue::new("mcp.method.name", request.method));
+        attributes.push(KeyValue::new(
+            "jsonrpc.request.id",
+            request.request_id.clone(),
+        ));
+        if let Some(version) = &request.protocol_version {
+            attributes.push(KeyValue::new("mcp.protocol.version", version.clone()));
+        }
+        if let Some(session) = &request.session_id {
+            attributes.push(KeyValue::new("mcp.session.id", session.clone()));
+        }
+        attributes.push(KeyValue::new(
+            "network.transport",
+            request.transport.as_str(),
+        ));
+    }
+    if let Some(info) = info {
+        attributes.push(KeyValue::new("toolcage.component", info.component.clone()));
+        attributes.push(KeyValue::new("toolcage.component.digest", digest(info)));
+    }
+    let parent = origin.map_or_else(Context::new, |origin| origin.parent.clone());
+    let span = tracer
+        .span_builder(name)
+        .with_kind(kind)
+        .with_attributes(attributes)
+        .start_with_context(tracer, &parent);
+    parent.with_span(span)
 }
 
 impl Traced {
     /// Ends the call's span with `result` (`granted`: whether the
-    /// permission checks let it run), and counts it.
-    pub(crate) fn finish(self, registry: &Registry, result: &CallResult, granted: bool) {
+    /// permission checks let it run), with a child span for each phase it
+    /// went through, and counts it.
+    pub(crate) fn finish(mut self, registry: &Registry, result: &CallResult, granted: bool) {
+        let entry = registry.entry(&result.tool);
+        let info = entry.map(|entry| &entry.info);
+        let limits = entry.map(|entry| &entry.component.sandbox.grants.limits);
         if let Some(timings) = &self.timings {
             let timings = *timings.lock().unwrap_or_else(|e| e.into_inner());
-            self.span.phases(&timings, result);
+            self.phases(&timings, result);
         }
-        let info = registry.tool(&result.tool);
-        let arguments = self.arguments;
-        self.span.finish(
-            result,
-            info,
-            registry.limits(&result.tool),
-            Some((self.permission.as_str(), granted)),
-            move || arguments.unwrap_or_default(),
-        );
-    }
-}
-
-/// The standard `execute_tool` span of a tool call outside MCP, or MCP's
-/// `tools/call` when the frontend says where the request came from.
-pub(crate) struct CallSpan {
-    telemetry: Telemetry,
-    /// The call's span, in the context its children start in; `None`
-    /// without traces.
-    context: Option<Context>,
-    server: Option<Transport>,
-}
-
-impl CallSpan {
-    /// Whether the call's phases are worth timing (for child spans).
-    pub(crate) fn wants_timings(&self) -> bool {
-        self.context.is_some()
-    }
-
-    /// Records the child spans of the phases `timings` saw.
-    pub(crate) fn phases(&self, timings: &Timings, result: &CallResult) {
-        let (Some(context), Some(tracer)) = (&self.context, &self.telemetry.inner.tracer) else {
-            return;
-        };
-        let child = |name: &'static str, start: SystemTime, end: SystemTime| {
-            let mut span = tracer
-                .span_builder(name)
-                .with_kind(SpanKind::Internal)
-                .with_start_time(start)
-                .start_with_context(tracer, context);
-            span.end_with_timestamp(end);
-        };
-        if let Some((start, end)) = timings.validated {
-            child("toolcage.validate", start, end);
-        }
-        if let Some(start) = timings.sandbox_start {
-            // A call that found a slot free did not wait: no span for it.
-            let waited = start + result.slot_wait;
-            if !result.slot_wait.is_zero() {
-                child("toolcage.slot_wait", start, waited);
-            }
-            child("toolcage.run", waited, start + result.duration);
-        }
-    }
-
-    /// Ends the span with `result`, and counts the call in the metrics.
-    pub(crate) fn finish(
-        self,
-        result: &CallResult,
-        info: Option<&ToolInfo>,
-        limits: Option<&Limits>,
-        permission: Option<(&'static str, bool)>,
-        arguments: impl FnOnce() -> String,
-    ) {
         let inner = &self.telemetry.inner;
         if let Some(context) = &self.context {
             let span = context.span();
@@ -467,10 +431,8 @@ impl CallSpan {
                 // The MCP conventions' value for a result with isError.
                 attributes.push(KeyValue::new("error.type", "tool_error"));
             }
-            if let Some((rule, granted)) = permission {
-                attributes.push(KeyValue::new("toolcage.permission", rule));
-                attributes.push(KeyValue::new("toolcage.permission.granted", granted));
-            }
+            attributes.push(KeyValue::new("toolcage.permission", self.permission));
+            attributes.push(KeyValue::new("toolcage.permission.granted", granted));
             attributes.push(KeyValue::new(
                 "toolcage.call.fuel.used",
                 clamp(result.fuel_used),
@@ -514,7 +476,7 @@ impl CallSpan {
                 let limit = limits.map_or(usize::MAX, |l| l.output_bytes);
                 attributes.push(KeyValue::new(
                     "gen_ai.tool.call.arguments",
-                    cut(arguments(), limit),
+                    cut(self.arguments.take().unwrap_or_default(), limit),
                 ));
                 attributes.push(KeyValue::new(
                     "gen_ai.tool.call.result",
@@ -529,7 +491,7 @@ impl CallSpan {
             span.end();
         }
         if let Some(metrics) = &inner.metrics {
-            let series = metrics.series(info, result.error_kind, self.server);
+            let series = metrics.series(info, result.error_kind, self.transport);
             series.calls.add(1);
             series.duration.record(result.duration.as_secs_f64());
             // What a run cost; a call refused before the sandbox cost none.
@@ -538,6 +500,32 @@ impl CallSpan {
                 series.memory.record(result.peak_memory_bytes);
                 series.slot_wait.record(result.slot_wait.as_secs_f64());
             }
+        }
+    }
+
+    /// Records the child spans of the phases `timings` saw.
+    fn phases(&self, timings: &Timings, result: &CallResult) {
+        let (Some(context), Some(tracer)) = (&self.context, &self.telemetry.inner.tracer) else {
+            return;
+        };
+        let child = |name: &'static str, start: SystemTime, end: SystemTime| {
+            let mut span = tracer
+                .span_builder(name)
+                .with_kind(SpanKind::Internal)
+                .with_start_time(start)
+                .start_with_context(tracer, context);
+            span.end_with_timestamp(end);
+        };
+        if let Some((start, end)) = timings.validated {
+            child("toolcage.validate", start, end);
+        }
+        if let Some(start) = timings.sandbox_start {
+            // A call that found a slot free did not wait: no span for it.
+            let waited = start + result.slot_wait;
+            if !result.slot_wait.is_zero() {
+                child("toolcage.slot_wait", start, waited);
+            }
+            child("toolcage.run", waited, start + result.duration);
         }
     }
 }
@@ -649,8 +637,6 @@ struct Instruments {
     fuel: Histogram<u64>,
     memory: Histogram<u64>,
     slot_wait: Histogram<f64>,
-    reloads: Counter<u64>,
-    rejected: Counter<u64>,
 }
 
 impl Instruments {
@@ -690,16 +676,6 @@ impl Instruments {
                 .with_unit("s")
                 .with_description("Time a tool call waited for a free sandbox slot.")
                 .with_boundaries(CALL_SECONDS_BUCKETS.to_vec())
-                .build(),
-            reloads: meter
-                .u64_counter("toolcage.reloads")
-                .with_unit("{reload}")
-                .with_description("Loads and reloads of the tools.")
-                .build(),
-            rejected: meter
-                .u64_counter("toolcage.files.rejected")
-                .with_unit("{file}")
-                .with_description("Component files a load or reload rejected.")
                 .build(),
             meter: meter.clone(),
             series: Mutex::default(),
@@ -774,6 +750,9 @@ fn digest(info: &ToolInfo) -> StringValue {
         _ => format!("blake3:{}", info.component_hash).into(),
     }
 }
+
+/// How much of a tool name the registry does not serve a span keeps.
+const MAX_UNKNOWN_NAME_BYTES: usize = 256;
 
 /// OpenTelemetry integers are signed.
 fn clamp(value: u64) -> i64 {

@@ -172,10 +172,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             // by default it would end the process.
             let hangups = Some(serve::hangups()?);
             let runtime = runtime_with(runtime)?;
-            let (registry, rejected) = settings.live_registry_on(&runtime).await?;
+            let registry = settings.live_registry_on(&runtime).await?;
             if let Some(telemetry) = &telemetry {
                 telemetry.observe_runtime(&runtime);
-                telemetry.record_reload(rejected);
+                telemetry.observe_reloads(&registry);
             }
             let serve = serve::Serve {
                 hangups,
@@ -426,26 +426,21 @@ impl Settings {
     }
 
     /// The registry of [`Settings::registry`], on `runtime`, with its tools
-    /// directories live: they can be reloaded or watched; and how many files
-    /// it rejected.
-    async fn live_registry_on(&self, runtime: &Runtime) -> anyhow::Result<(LiveRegistry, usize)> {
+    /// directories live: they can be reloaded or watched.
+    async fn live_registry_on(&self, runtime: &Runtime) -> anyhow::Result<LiveRegistry> {
         self.require_pulled()?;
         let mut base = self.builder()?.runtime(runtime).build()?;
-        let (live, rejected) = noting_slow_loads(async {
-            let mut rejected = 0;
+        let live = noting_slow_loads(async {
             if self.bundled {
-                let reports = load_bundled(&mut base).await;
-                rejected += reports.iter().filter(|report| !report.is_ok()).count();
-                print::diagnostics(&reports);
+                print::diagnostics(&load_bundled(&mut base).await);
             }
             let (live, reports) = LiveRegistry::load(base, self.tools.clone()).await?;
-            rejected += reports.iter().filter(|report| !report.is_ok()).count();
             print::diagnostics(&reports);
-            anyhow::Ok((live, rejected))
+            anyhow::Ok(live)
         })
         .await?;
         self.note_unknown_components(&live.current());
-        Ok((live, rejected))
+        Ok(live)
     }
 
     /// Says which components the config has settings for but none loaded.

@@ -49,7 +49,6 @@ impl Serve {
         }
         if let Some(telemetry) = &self.telemetry {
             server = server.telemetry(telemetry.clone());
-            tokio::spawn(count_reloads(registry.clone(), telemetry.clone()));
         }
         let _watcher = match self.watch {
             Some(options) => Some(registry.watch(options)?),
@@ -158,22 +157,6 @@ fn parse_addr(addr: &str, flag: &str) -> anyhow::Result<SocketAddr> {
     }
     addr.parse()
         .with_context(|| format!("{flag} `{addr}`: expected HOST:PORT, such as 127.0.0.1:8080"))
-}
-
-/// Counts each reload, and the files it rejected, in `telemetry`.
-async fn count_reloads(registry: LiveRegistry, telemetry: Telemetry) {
-    use tokio::sync::broadcast::error::RecvError;
-    let mut reloads = registry.subscribe();
-    loop {
-        match reloads.recv().await {
-            Ok(report) => {
-                let rejected = report.loaded.iter().filter(|file| !file.is_ok()).count();
-                telemetry.record_reload(rejected);
-            }
-            Err(RecvError::Lagged(missed)) => (0..missed).for_each(|_| telemetry.record_reload(0)),
-            Err(RecvError::Closed) => return,
-        }
-    }
 }
 
 /// SIGHUP, taken over from its default action (ending the process).
