@@ -31,6 +31,7 @@
 mod approval;
 pub mod http;
 mod mapping;
+pub mod tasks;
 #[cfg(feature = "otel")]
 mod telemetry;
 
@@ -40,10 +41,10 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscriptionFilter,
+    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams,
+    GetTaskResult, Implementation, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscriptionFilter, TASKS_EXTENSION_ID, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -53,6 +54,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use mapping::CALL_META_KEY;
+pub use tasks::{InvalidTaskRoute, TaskOptions};
 
 use crate::agent::{AgentEvent, Approver, Permission, Permissions, Runner, ToolCall};
 #[cfg(feature = "otel")]
@@ -114,6 +116,8 @@ pub struct McpServer {
     /// How long a call's progress may be quiet before the server reports
     /// for it; `None`: never.
     keep_alive: Option<Duration>,
+    /// The tasks made for long calls; `None`: no tasks.
+    tasks: Option<tasks::Tasks>,
     /// Where calls report spans and metrics.
     #[cfg(feature = "otel")]
     telemetry: Option<Telemetry>,
@@ -140,9 +144,21 @@ impl McpServer {
             log_level: Arc::default(),
             sessions: Sessions::default(),
             keep_alive: Some(DEFAULT_KEEP_ALIVE),
+            tasks: Some(tasks::Tasks::new(TaskOptions::default())),
             #[cfg(feature = "otel")]
             telemetry: None,
         }
+    }
+
+    /// Makes a call a task (the `io.modelcontextprotocol/tasks` extension
+    /// of 2026-07-28) when it runs longer than the options say and its
+    /// client declares the extension: the client then polls `tasks/get`
+    /// for the result instead of waiting on the request. `None`: no tasks
+    /// (the extension is not offered). Default: tasks with
+    /// [`TaskOptions::default`]. See [`tasks`] for the bounds.
+    pub fn tasks(mut self, options: Option<TaskOptions>) -> Self {
+        self.tasks = options.map(tasks::Tasks::new);
+        self
     }
 
     /// Reports each `tools/call` as a span (`tools/call {tool}`, kind
@@ -209,6 +225,7 @@ impl McpServer {
             inner: stdin,
             in_flight: in_flight.clone(),
         };
+        let tasks = self.tasks.clone();
         let running = self.serve((input, stdout)).await?;
         let stop = running.cancellation_token();
         let waiting = running.waiting();
@@ -220,6 +237,10 @@ impl McpServer {
                 stop.cancel();
                 waiting.await?;
             }
+        }
+        // Nobody can ask for these tasks' results any more.
+        if let Some(tasks) = tasks {
+            tasks.cancel_all();
         }
         Ok(())
     }
@@ -252,11 +273,17 @@ impl McpServer {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
+        let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_logging()
             .build();
+        if self.tasks.is_some() {
+            capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(TASKS_EXTENSION_ID.to_string(), Default::default());
+        }
         let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new("toolcage", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(
@@ -333,6 +360,35 @@ impl ServerHandler for McpServer {
     ) -> Result<(), McpError> {
         *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
         Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let task = self
+            .served_tasks()?
+            .get(&request.task_id, tasks::owner(&context))?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.served_tasks()?
+            .update(&request.task_id, tasks::owner(&context))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.served_tasks()?
+            .cancel(&request.task_id, tasks::owner(&context))
     }
 
     async fn call_tool(
@@ -421,13 +477,28 @@ impl McpServer {
         let (peer, ct) = (context.peer.clone(), context.ct.clone());
         let progress_token = context.meta.get_progress_token();
         let threshold = self.log_threshold(&context);
+        // Set when the call becomes a task: its request is answered, so
+        // neither the request's cancellation nor its notifications apply
+        // any more (the extension cancels with `tasks/cancel`, and sends no
+        // progress for tasks).
+        let promoted: Arc<OnceLock<tasks::Promoted>> = Arc::default();
+        let request_cancelled = {
+            let promoted = promoted.clone();
+            async move {
+                ct.cancelled().await;
+                if promoted.get().is_some() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        let task_cancel = cancel.clone();
         let run = async move {
             let results = {
                 let run = runner.run([call]);
                 tokio::pin!(run);
                 tokio::select! {
                     results = &mut run => results,
-                    () = ct.cancelled() => {
+                    () = request_cancelled => {
                         cancel.cancel();
                         run.await
                     }
@@ -437,6 +508,7 @@ impl McpServer {
             results
         };
         let keep_alive = progress_token.as_ref().and(self.keep_alive);
+        let to_task = promoted.clone();
         let forward = async move {
             let mut progress = mapping::Progress::default();
             let started = tokio::time::Instant::now();
@@ -455,7 +527,7 @@ impl McpServer {
                     },
                     () = quiet => {
                         // The tool is quiet: say the call is alive.
-                        if let Some(token) = &progress_token {
+                        if let Some(token) = progress_token.as_ref().filter(|_| to_task.get().is_none()) {
                             let mut param =
                                 ProgressNotificationParam::new(token.clone(), progress.next(None));
                             let running = started.elapsed().as_secs();
@@ -470,6 +542,10 @@ impl McpServer {
                     AgentEvent::ToolProgress {
                         message, fraction, ..
                     } => {
+                        if let Some(task) = to_task.get() {
+                            task.status(message);
+                            continue;
+                        }
                         let Some(token) = &progress_token else {
                             continue;
                         };
@@ -487,7 +563,7 @@ impl McpServer {
                         ..
                     } => {
                         let level = mapping::logging_level(level);
-                        if mapping::passes(level, threshold) {
+                        if mapping::passes(level, threshold) && to_task.get().is_none() {
                             let mut param =
                                 LoggingMessageNotificationParam::new(level, json!(message));
                             param.logger = Some(tool);
@@ -512,12 +588,32 @@ impl McpServer {
         if let Some(tracestate) = context.meta.get_tracestate() {
             span.record("tracestate", tracestate);
         }
-        let (results, ()) = tokio::join!(run.instrument(span), forward);
-        let result = results
-            .into_iter()
-            .next()
-            .ok_or_else(|| McpError::internal_error("the call produced no result", None))?;
-        Ok(mapping::call_result(&result, has_output_schema).into())
+        let work = async move {
+            let (results, ()) = tokio::join!(run.instrument(span), forward);
+            let result = results
+                .into_iter()
+                .next()
+                .ok_or_else(|| McpError::internal_error("the call produced no result", None))?;
+            Ok(mapping::call_result(&result, has_output_schema).into())
+        };
+        let task_client = context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks());
+        match self.tasks.as_ref().filter(|_| task_client) {
+            Some(tasks) => {
+                let owner = tasks::owner(&context);
+                tasks.run(work, task_cancel, owner, promoted).await
+            }
+            None => work.await,
+        }
+    }
+
+    /// The tasks, for a `tasks/*` request (which rmcp only passes on when
+    /// the server offers the extension).
+    fn served_tasks(&self) -> Result<&tasks::Tasks, McpError> {
+        self.tasks
+            .as_ref()
+            .ok_or_else(|| McpError::internal_error("this server keeps no tasks", None))
     }
 }
 

@@ -182,9 +182,11 @@ pub enum Command {
         /// for 127.0.0.1) instead of stdio.
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
-        /// Require this bearer token (the file's contents, surrounding
-        /// whitespace trimmed) on HTTP requests. Default: $TOOLCAGE_TOKEN
-        /// when set; the file wins when both are.
+        /// Require a bearer token from this file on HTTP requests: one per
+        /// line (surrounding whitespace trimmed, blank lines and lines
+        /// starting with # skipped), any of them accepted; each token's
+        /// tasks are its own. Default: $TOOLCAGE_TOKEN when set; the file
+        /// wins when both are.
         #[arg(long, value_name = "FILE")]
         token_file: Option<PathBuf>,
         /// Keep no session between HTTP requests, so that any replica can
@@ -213,6 +215,23 @@ pub enum Command {
         /// progress then wait for long calls); 0: never. Default: 10000.
         #[arg(long, value_name = "N")]
         keep_alive_ms: Option<u64>,
+        /// Answer a call still running after N milliseconds with a task
+        /// (the MCP tasks extension, for clients that declare it), whose
+        /// result the client polls for; 0: every such client's call.
+        /// Default: 5000.
+        #[arg(long, value_name = "N")]
+        task_after_ms: Option<u64>,
+        /// Keep a task (running or finished) for N seconds from its start.
+        /// Default: 900.
+        #[arg(long, value_name = "N")]
+        task_ttl_s: Option<u64>,
+        /// Begin task ids with NAME. (letters, digits, - or _), for a load
+        /// balancer to route tasks/* to this replica (deploy/nginx.conf).
+        #[arg(long, value_name = "NAME")]
+        task_route: Option<String>,
+        /// Never answer with a task: offer no tasks extension.
+        #[arg(long, conflicts_with_all = ["task_after_ms", "task_ttl_s", "task_route"])]
+        no_tasks: bool,
         /// Watch by polling every N milliseconds, for file systems that send
         /// no change events (implies --watch).
         #[arg(long, value_name = "N")]

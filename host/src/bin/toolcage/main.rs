@@ -147,6 +147,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             watch,
             poll_ms,
             keep_alive_ms,
+            task_after_ms,
+            task_ttl_s,
+            task_route,
+            no_tasks,
             metrics,
             metrics_addr,
         } => {
@@ -187,6 +191,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 watch,
                 config_file: config_path(global),
                 keep_alive_ms: *keep_alive_ms,
+                tasks: match no_tasks {
+                    true => None,
+                    false => Some(task_options(*task_after_ms, *task_ttl_s, task_route)?),
+                },
                 telemetry: telemetry.clone(),
                 metrics: *metrics,
                 metrics_addr: metrics_addr.clone(),
@@ -622,6 +630,25 @@ fn call_arguments(args: Option<&str>, pairs: &[String]) -> anyhow::Result<String
         }
         Some(text) => Ok(text.to_string()),
     }
+}
+
+/// `--task-after-ms`, `--task-ttl-s` and `--task-route` as task options.
+fn task_options(
+    after_ms: Option<u64>,
+    ttl_s: Option<u64>,
+    route: &Option<String>,
+) -> anyhow::Result<toolcage::mcp::TaskOptions> {
+    let mut options = toolcage::mcp::TaskOptions::default();
+    if let Some(ms) = after_ms {
+        options = options.after(Duration::from_millis(ms));
+    }
+    if let Some(seconds) = positive(ttl_s, "--task-ttl-s")? {
+        options = options.ttl(Duration::from_secs(seconds));
+    }
+    if let Some(route) = route {
+        options = options.route(route)?;
+    }
+    Ok(options)
 }
 
 #[cfg(test)]

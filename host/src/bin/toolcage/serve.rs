@@ -33,6 +33,8 @@ pub struct Serve {
     pub config_file: Option<PathBuf>,
     /// `--keep-alive-ms`: `None` for the default, `Some(0)` for never.
     pub keep_alive_ms: Option<u64>,
+    /// How calls become tasks; `None`: never (`--no-tasks`).
+    pub tasks: Option<toolcage::mcp::TaskOptions>,
     /// Spans and metrics, when the OTEL_* variables or `--metrics` ask.
     pub telemetry: Option<Telemetry>,
     /// `--metrics`: `/metrics` beside `/mcp`.
@@ -47,6 +49,7 @@ impl Serve {
         if let Some(ms) = self.keep_alive_ms {
             server = server.keep_alive(Some(std::time::Duration::from_millis(ms)));
         }
+        server = server.tasks(self.tasks.take());
         if let Some(telemetry) = &self.telemetry {
             server = server.telemetry(telemetry.clone());
         }
@@ -116,12 +119,14 @@ impl Serve {
         if let (true, Some(telemetry)) = (self.metrics, &self.telemetry) {
             options = options.metrics(telemetry.clone());
         }
-        if let Some(token) = self.token()? {
-            options = options.token(token);
-        } else if !addr.ip().is_loopback() {
+        let tokens = self.tokens()?;
+        if tokens.is_empty() && !addr.ip().is_loopback() {
             say(&format!(
                 "warning: serving {addr} without a token: anyone who can reach it can call the tools (set --token-file or {TOKEN_VARIABLE})"
             ));
+        }
+        for token in tokens {
+            options = options.token(token);
         }
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -132,21 +137,34 @@ impl Serve {
         Ok(())
     }
 
-    /// The token: from `--token-file` (trimmed), else `$TOOLCAGE_TOKEN`.
-    fn token(&self) -> anyhow::Result<Option<String>> {
-        let token = match &self.token_file {
-            Some(file) => std::fs::read_to_string(file)
-                .with_context(|| format!("reading the token file {}", file.display()))?,
+    /// The tokens: `--token-file`'s lines (trimmed; blank lines and `#`
+    /// comments skipped), else `$TOOLCAGE_TOKEN` (trimmed); none if
+    /// neither is set.
+    fn tokens(&self) -> anyhow::Result<Vec<String>> {
+        let (text, source) = match &self.token_file {
+            Some(file) => (
+                std::fs::read_to_string(file)
+                    .with_context(|| format!("reading the token file {}", file.display()))?,
+                format!("the token file {}", file.display()),
+            ),
             None => match std::env::var(TOKEN_VARIABLE) {
-                Ok(token) => token,
-                Err(_) => return Ok(None),
+                Ok(token) if token.contains('\n') => {
+                    bail!("${TOKEN_VARIABLE} holds one token; put several in --token-file")
+                }
+                Ok(token) => (token, format!("${TOKEN_VARIABLE}")),
+                Err(_) => return Ok(Vec::new()),
             },
         };
-        let token = token.trim();
-        if token.is_empty() {
-            bail!("the bearer token is empty");
+        let tokens: Vec<String> = text
+            .lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty() && !line.starts_with('#'))
+            .map(String::from)
+            .collect();
+        if tokens.is_empty() {
+            bail!("the bearer token is empty: {source} holds none");
         }
-        Ok(Some(token.to_string()))
+        Ok(tokens)
     }
 }
 

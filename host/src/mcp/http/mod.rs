@@ -1,8 +1,9 @@
 //! MCP over Streamable HTTP, at `/mcp`, with `/healthz` for load balancers.
 //!
 //! Threat model: anything that can open a connection can send requests.
-//! - A bearer token, when the operator sets one, is required for every
-//!   method on `/mcp` (401 otherwise), compared in constant time.
+//! - A bearer token, when the operator sets any, is required for every
+//!   method on `/mcp` (401 otherwise), compared in constant time. Each
+//!   token's tasks are its own ([`super::tasks`]).
 //! - A browser page from another origin must not drive the server (DNS
 //!   rebinding): a request whose `Origin` is not the server's own address is
 //!   refused with 403; requests without `Origin` (non-browser clients) pass.
@@ -35,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use futures::StreamExt;
 
+use super::tasks::Owner;
 use super::{InFlight, McpServer};
 #[cfg(feature = "otel")]
 use crate::telemetry::Telemetry;
@@ -57,7 +59,7 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
 /// bodies up to [`DEFAULT_MAX_BODY_BYTES`].
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
-    token: Option<String>,
+    tokens: Vec<String>,
     stateless: bool,
     max_body_bytes: usize,
     allowed_hosts: Vec<String>,
@@ -68,7 +70,7 @@ pub struct HttpOptions {
 impl Default for HttpOptions {
     fn default() -> Self {
         HttpOptions {
-            token: None,
+            tokens: Vec::new(),
             stateless: false,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             allowed_hosts: Vec::new(),
@@ -80,9 +82,11 @@ impl Default for HttpOptions {
 
 impl HttpOptions {
     /// Requires `Authorization: Bearer <token>` on every request to `/mcp`.
-    /// Default: none.
+    /// Repeatable: any of the tokens is accepted (one per client, or an
+    /// old and a new one while rotating), and the tasks made with one are
+    /// invisible to the others. Default: none.
     pub fn token(mut self, token: impl Into<String>) -> Self {
-        self.token = Some(token.into());
+        self.tokens.push(token.into());
         self
     }
 
@@ -169,7 +173,7 @@ impl McpServer {
             Arc::new(LocalSessionManager::default()),
             config,
         );
-        let token: Arc<Option<String>> = Arc::new(options.token.clone());
+        let tokens: Arc<Vec<String>> = Arc::new(options.tokens.clone());
         #[allow(unused_mut)]
         let mut mcp = Router::new()
             .route_service("/mcp", service)
@@ -178,7 +182,7 @@ impl McpServer {
         if let Some(telemetry) = &options.metrics {
             mcp = mcp.merge(metrics_router(telemetry.clone()));
         }
-        let mcp = mcp.layer(axum::middleware::from_fn_with_state(token, require_token));
+        let mcp = mcp.layer(axum::middleware::from_fn_with_state(tokens, require_token));
         Router::new()
             .route("/healthz", axum::routing::get(|| async { "ok\n" }))
             .merge(mcp)
@@ -271,20 +275,26 @@ async fn count_posts(State(posts): State<InFlight>, request: Request, next: Next
     Response::from_parts(parts, axum::body::Body::from_stream(body))
 }
 
-/// Refuses a request to `/mcp` without the operator's bearer token.
+/// Refuses a request to `/mcp` without one of the operator's bearer
+/// tokens, and marks the request with the token's [`Owner`] (whose tasks
+/// it may see).
 async fn require_token(
-    State(token): State<Arc<Option<String>>>,
-    request: Request,
+    State(tokens): State<Arc<Vec<String>>>,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    if let Some(token) = token.as_deref() {
+    if !tokens.is_empty() {
         let presented = request
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.strip_prefix("Bearer "))
             .unwrap_or("");
-        if !constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+        // Every token is compared, so timing tells nothing of which.
+        let matched = tokens.iter().fold(false, |matched, token| {
+            constant_time_eq(presented.as_bytes(), token.as_bytes()) | matched
+        });
+        if !matched {
             return (
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, "Bearer")],
@@ -292,6 +302,8 @@ async fn require_token(
             )
                 .into_response();
         }
+        let owner = Owner(*blake3::hash(presented.as_bytes()).as_bytes());
+        request.extensions_mut().insert(owner);
     }
     next.run(request).await
 }

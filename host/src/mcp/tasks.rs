@@ -1,0 +1,592 @@
+//! Tasks: the `io.modelcontextprotocol/tasks` extension of MCP 2026-07-28
+//! (SEP-2663). A `tools/call` from a client that declares the extension,
+//! still running after [`TaskOptions::after`], is answered with a task
+//! handle; the client polls `tasks/get` for the result. So a long call
+//! outlives the client's own request timeout (often 60 s), and a short one
+//! is answered in line as always.
+//!
+//! Threat model: a client may poll, cancel or guess ids at will.
+//! - A task id is a bearer capability: 128 bits from the operating system's
+//!   random source, so ids cannot be guessed or enumerated.
+//! - Over HTTP a task belongs to the bearer token that created it: another
+//!   token's `tasks/get`, `tasks/update` or `tasks/cancel` is answered as for
+//!   an id that does not exist (nothing says the task exists).
+//! - Memory is bounded: at most [`TaskOptions::max_tasks`] tasks (past that,
+//!   calls are answered in line, as without tasks), each kept for
+//!   [`TaskOptions::ttl`] from its creation, and at most
+//!   [`TaskOptions::max_retained_bytes`] of results in all (the oldest
+//!   finished tasks are forgotten first). A task still running at its ttl
+//!   is cancelled, its guest stopped, and forgotten.
+//! - `tasks/cancel` stops the guest within milliseconds, like a cancelled
+//!   request.
+//!
+//! Tasks live in this process's memory: a restart forgets them, and a
+//! replica cannot answer for another's. Behind a load balancer, give each
+//! replica a route name ([`TaskOptions::route`]): its task ids begin with
+//! it, and clients send the id in the `Mcp-Name` header of `tasks/*`
+//! requests, which a balancer routes on (`deploy/nginx.conf`). A replica
+//! asked about another's task says so.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolResponse, CreateTaskResult, DetailedTask, JsonObject, Task, TaskPayload,
+};
+use rmcp::service::RequestContext;
+use rmcp::task_manager::current_timestamp;
+use rmcp::{ErrorData as McpError, RoleServer};
+
+use crate::CancelToken;
+
+/// How long a call runs, by default, before it becomes a task: 5 s.
+pub const DEFAULT_TASK_AFTER: Duration = Duration::from_secs(5);
+/// How long a task is kept from its creation, by default: 15 minutes.
+pub const DEFAULT_TASK_TTL: Duration = Duration::from_secs(15 * 60);
+/// How often, by default, clients are asked to poll: every second.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// How many tasks are kept at most, by default.
+pub const DEFAULT_MAX_TASKS: usize = 1024;
+/// How many bytes of results are kept at most, by default: 64 MiB.
+pub const DEFAULT_MAX_RETAINED_BYTES: usize = 64 << 20;
+
+/// How the server makes and keeps tasks. Every default is a constant of
+/// this module: a call becomes a task after [`DEFAULT_TASK_AFTER`], is kept
+/// [`DEFAULT_TASK_TTL`], polled every [`DEFAULT_POLL_INTERVAL`]; at most
+/// [`DEFAULT_MAX_TASKS`] tasks and [`DEFAULT_MAX_RETAINED_BYTES`] of
+/// results; no route name.
+#[derive(Debug, Clone)]
+pub struct TaskOptions {
+    after: Duration,
+    ttl: Duration,
+    poll_interval: Duration,
+    max_tasks: usize,
+    max_retained_bytes: usize,
+    route: Option<String>,
+}
+
+impl Default for TaskOptions {
+    fn default() -> Self {
+        TaskOptions {
+            after: DEFAULT_TASK_AFTER,
+            ttl: DEFAULT_TASK_TTL,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            max_tasks: DEFAULT_MAX_TASKS,
+            max_retained_bytes: DEFAULT_MAX_RETAINED_BYTES,
+            route: None,
+        }
+    }
+}
+
+/// A route name that is not 1 to 64 ASCII letters, digits, `-` or `_`.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the task route name `{0}` is not 1 to 64 ASCII letters, digits, `-` or `_` (it begins task ids, which load balancers match)"
+)]
+pub struct InvalidTaskRoute(pub String);
+
+impl TaskOptions {
+    /// How long a call runs before it becomes a task. Zero: every call of a
+    /// client that declares the extension becomes a task at once.
+    pub fn after(mut self, after: Duration) -> Self {
+        self.after = after;
+        self
+    }
+
+    /// How long a task is kept from its creation (its `ttlMs`), running or
+    /// finished.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// The polling interval suggested to clients (`pollIntervalMs`).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// The most tasks kept at once, running or finished.
+    pub fn max_tasks(mut self, tasks: usize) -> Self {
+        self.max_tasks = tasks;
+        self
+    }
+
+    /// The most bytes of finished tasks' results kept at once.
+    pub fn max_retained_bytes(mut self, bytes: usize) -> Self {
+        self.max_retained_bytes = bytes;
+        self
+    }
+
+    /// The name task ids begin with (`NAME.`), for a balancer to route
+    /// `tasks/*` requests to the replica holding the task.
+    pub fn route(mut self, route: &str) -> Result<Self, InvalidTaskRoute> {
+        let valid = (1..=64).contains(&route.len())
+            && route
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !valid {
+            return Err(InvalidTaskRoute(route.to_string()));
+        }
+        self.route = Some(route.to_string());
+        Ok(self)
+    }
+}
+
+/// Who may see a task: the hash of the bearer token its call came with
+/// (over HTTP with tokens), or anyone who has the id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Owner(pub(crate) [u8; 32]);
+
+/// The tasks of a server, over every connection.
+#[derive(Clone)]
+pub(crate) struct Tasks {
+    options: Arc<TaskOptions>,
+    store: Arc<Mutex<Store>>,
+}
+
+#[derive(Default)]
+struct Store {
+    tasks: HashMap<String, Entry>,
+    retained_bytes: usize,
+}
+
+struct Entry {
+    owner: Option<Owner>,
+    created: Instant,
+    task: Task,
+    state: State,
+    cancel: CancelToken,
+    cancel_requested: bool,
+}
+
+enum State {
+    Working,
+    /// Finished, with the size its payload counts against the bound.
+    Done(TaskPayload, usize),
+}
+
+/// A task made for a running call: where the call reports.
+#[derive(Clone)]
+pub(crate) struct Promoted {
+    tasks: Tasks,
+    id: String,
+}
+
+impl Promoted {
+    /// The tool's latest progress message, shown as the task's
+    /// `statusMessage`.
+    pub(crate) fn status(&self, message: String) {
+        let mut store = self.tasks.lock();
+        if let Some(entry) = store.tasks.get_mut(&self.id) {
+            entry.task.status_message = Some(message);
+            entry.task.last_updated_at = current_timestamp();
+        }
+    }
+}
+
+impl Tasks {
+    pub(crate) fn new(options: TaskOptions) -> Self {
+        Tasks {
+            options: Arc::new(options),
+            store: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `work` (a call, cancelled through `cancel`) and answers with its
+    /// result if it ends within [`TaskOptions::after`]; otherwise makes it a
+    /// task and answers with the handle, telling `promoted` first. When no
+    /// task can be kept (the store is full), the call is answered in line.
+    pub(crate) async fn run<F>(
+        &self,
+        work: F,
+        cancel: CancelToken,
+        owner: Option<Owner>,
+        promoted: Arc<std::sync::OnceLock<Promoted>>,
+    ) -> Result<CallToolResponse, McpError>
+    where
+        F: Future<Output = Result<CallToolResponse, McpError>> + Send + 'static,
+    {
+        let mut running = tokio::spawn(work);
+        if !self.options.after.is_zero()
+            && let Ok(done) = tokio::time::timeout(self.options.after, &mut running).await
+        {
+            return joined(done);
+        }
+        let Some(task) = self.create(owner, cancel) else {
+            return joined(running.await);
+        };
+        let handle = Promoted {
+            tasks: self.clone(),
+            id: task.task_id.clone(),
+        };
+        promoted.set(handle.clone()).ok();
+        tokio::spawn(async move {
+            let outcome = joined(running.await);
+            handle.tasks.finish(&handle.id, outcome);
+        });
+        Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
+    }
+
+    /// A new working task, or `None` when the store is full of running ones.
+    fn create(&self, owner: Option<Owner>, cancel: CancelToken) -> Option<Task> {
+        let mut store = self.lock();
+        store.expire(self.options.ttl);
+        if store.tasks.len() >= self.options.max_tasks {
+            store.forget_oldest_finished();
+        }
+        if store.tasks.len() >= self.options.max_tasks {
+            return None;
+        }
+        let id = self.new_id();
+        let now = current_timestamp();
+        let task = Task::new(&id, rmcp::model::TaskStatus::Working, &now, &now)
+            .with_ttl_ms(self.options.ttl.as_millis() as u64)
+            .with_poll_interval_ms(self.options.poll_interval.as_millis() as u64)
+            .with_status_message("The call is running.");
+        store.tasks.insert(
+            id,
+            Entry {
+                owner,
+                created: Instant::now(),
+                task: task.clone(),
+                state: State::Working,
+                cancel,
+                cancel_requested: false,
+            },
+        );
+        Some(task)
+    }
+
+    fn new_id(&self) -> String {
+        let mut bytes = [0u8; 16];
+        // The OS's random source does not fail on the systems toolcage
+        // runs on; if it ever did, no task is better than a guessable one.
+        if getrandom::fill(&mut bytes).is_err() {
+            panic!("the operating system's random source failed");
+        }
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        match &self.options.route {
+            Some(route) => format!("{route}.{hex}"),
+            None => hex,
+        }
+    }
+
+    /// Records a task's end: `outcome` is the call's answer.
+    fn finish(&self, id: &str, outcome: Result<CallToolResponse, McpError>) {
+        let mut store = self.lock();
+        let Some(entry) = store.tasks.get_mut(id) else {
+            return; // expired while it ran
+        };
+        let (payload, message) = match outcome {
+            Ok(CallToolResponse::Complete(result))
+                if entry.cancel_requested && result.is_error == Some(true) =>
+            {
+                (
+                    TaskPayload::Cancelled,
+                    "The task was cancelled: its guest was stopped.".to_string(),
+                )
+            }
+            Ok(CallToolResponse::Complete(result)) => {
+                let message = match result.is_error {
+                    Some(true) => "The call ended with an error result.",
+                    _ => "The call completed.",
+                };
+                match serde_json::to_value(&result) {
+                    Ok(serde_json::Value::Object(result)) => {
+                        (TaskPayload::Completed { result }, message.to_string())
+                    }
+                    _ => failed(McpError::internal_error(
+                        "the call's result could not be encoded",
+                        None,
+                    )),
+                }
+            }
+            Ok(_) => failed(McpError::internal_error(
+                "the call asked for input after it became a task",
+                None,
+            )),
+            Err(error) => failed(error),
+        };
+        let bytes = match &payload {
+            TaskPayload::Completed { result } | TaskPayload::Failed { error: result } => {
+                serde_json::to_vec(result).map_or(0, |v| v.len())
+            }
+            _ => 0,
+        };
+        entry.task.status_message = Some(message);
+        entry.task.last_updated_at = current_timestamp();
+        entry.state = State::Done(payload, bytes);
+        store.retained_bytes += bytes;
+        while store.retained_bytes > self.options.max_retained_bytes {
+            if !store.forget_oldest_finished() {
+                break;
+            }
+        }
+    }
+
+    /// `tasks/get`.
+    pub(crate) fn get(&self, id: &str, owner: Option<Owner>) -> Result<DetailedTask, McpError> {
+        let mut store = self.lock();
+        store.expire(self.options.ttl);
+        let entry = self.find(&mut store, id, owner, "retrieve")?;
+        let payload = match &entry.state {
+            State::Working => TaskPayload::Working,
+            State::Done(payload, _) => payload.clone(),
+        };
+        Ok(DetailedTask::new(entry.task.clone(), payload))
+    }
+
+    /// `tasks/cancel`: stops the guest; the task ends `cancelled` unless
+    /// the call finished first.
+    pub(crate) fn cancel(&self, id: &str, owner: Option<Owner>) -> Result<(), McpError> {
+        let mut store = self.lock();
+        store.expire(self.options.ttl);
+        let entry = self.find(&mut store, id, owner, "cancel")?;
+        if matches!(entry.state, State::Working) {
+            entry.cancel_requested = true;
+            entry.task.status_message = Some("Cancelling: the guest is being stopped.".into());
+            entry.task.last_updated_at = current_timestamp();
+            entry.cancel.cancel();
+        }
+        Ok(())
+    }
+
+    /// `tasks/update`: a tool asks nothing of the client while it runs as
+    /// a task (permission prompts are answered before it becomes one), so
+    /// every response is for a key not outstanding, which the extension
+    /// says to ignore.
+    pub(crate) fn update(&self, id: &str, owner: Option<Owner>) -> Result<(), McpError> {
+        let mut store = self.lock();
+        store.expire(self.options.ttl);
+        self.find(&mut store, id, owner, "update").map(|_| ())
+    }
+
+    /// Cancels every running task (the server is ending).
+    pub(crate) fn cancel_all(&self) {
+        let mut store = self.lock();
+        for entry in store.tasks.values_mut() {
+            if matches!(entry.state, State::Working) {
+                entry.cancel_requested = true;
+                entry.cancel.cancel();
+            }
+        }
+    }
+
+    fn find<'s>(
+        &self,
+        store: &'s mut Store,
+        id: &str,
+        owner: Option<Owner>,
+        verb: &str,
+    ) -> Result<&'s mut Entry, McpError> {
+        match store.tasks.get_mut(id) {
+            Some(entry) if entry.owner.is_none() || entry.owner == owner => Ok(entry),
+            _ => Err(self.not_found(id, verb)),
+        }
+    }
+
+    fn not_found(&self, id: &str, verb: &str) -> McpError {
+        let data = Some(serde_json::json!({ "taskId": id }));
+        let ours = self.options.route.as_deref();
+        let theirs = id.split_once('.').map(|(route, _)| route);
+        if theirs.is_some() && theirs != ours {
+            let here = match ours {
+                Some(route) => format!("this replica's route is `{route}`"),
+                None => "this replica has no route name".to_string(),
+            };
+            return McpError::invalid_params(
+                format!(
+                    "Failed to {verb} task: task `{id}` was made by the replica with route `{}`, and {here}. The balancer must send tasks/* requests by their Mcp-Name header to the replica that made the task (see deploy/nginx.conf).",
+                    theirs.unwrap_or_default()
+                ),
+                data,
+            );
+        }
+        McpError::invalid_params(
+            format!(
+                "Failed to {verb} task: there is no task `{id}` here. Tasks are kept for {} s after they are made, and only for the token that made them.",
+                self.options.ttl.as_secs()
+            ),
+            data,
+        )
+    }
+}
+
+impl Store {
+    /// Forgets the tasks older than `ttl`, cancelling those still running.
+    fn expire(&mut self, ttl: Duration) {
+        let now = Instant::now();
+        let mut freed = 0;
+        self.tasks.retain(|_, entry| {
+            let keep = now.duration_since(entry.created) < ttl;
+            if !keep {
+                match entry.state {
+                    State::Working => entry.cancel.cancel(),
+                    State::Done(_, bytes) => freed += bytes,
+                }
+            }
+            keep
+        });
+        self.retained_bytes -= freed;
+    }
+
+    /// Forgets the oldest finished task; false if none has finished.
+    fn forget_oldest_finished(&mut self) -> bool {
+        let oldest = self
+            .tasks
+            .iter()
+            .filter(|(_, entry)| matches!(entry.state, State::Done(..)))
+            .min_by_key(|(_, entry)| entry.created)
+            .map(|(id, _)| id.clone());
+        let Some(id) = oldest else { return false };
+        if let Some(Entry {
+            state: State::Done(_, bytes),
+            ..
+        }) = self.tasks.remove(&id)
+        {
+            self.retained_bytes -= bytes;
+        }
+        true
+    }
+}
+
+/// A failed task's payload and message.
+fn failed(error: McpError) -> (TaskPayload, String) {
+    let message = format!("The call failed: {}", error.message);
+    let error = match serde_json::to_value(&error) {
+        Ok(serde_json::Value::Object(error)) => error,
+        _ => JsonObject::new(),
+    };
+    (TaskPayload::Failed { error }, message)
+}
+
+fn joined(
+    done: Result<Result<CallToolResponse, McpError>, tokio::task::JoinError>,
+) -> Result<CallToolResponse, McpError> {
+    done.unwrap_or_else(|e| {
+        Err(McpError::internal_error(
+            format!("the call's task ended abnormally: {e}"),
+            None,
+        ))
+    })
+}
+
+/// The owner of what `context`'s request makes: its bearer token's hash,
+/// when the HTTP transport checked one.
+pub(crate) fn owner(context: &RequestContext<RoleServer>) -> Option<Owner> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Owner>())
+        .copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{CallToolResult, ContentBlock};
+
+    fn answer(text: &str) -> Result<CallToolResponse, McpError> {
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    }
+
+    async fn start<F>(tasks: &Tasks, work: F, owner: Option<Owner>) -> CallToolResponse
+    where
+        F: Future<Output = Result<CallToolResponse, McpError>> + Send + 'static,
+    {
+        let promoted = Arc::default();
+        tasks
+            .run(work, CancelToken::new(), owner, promoted)
+            .await
+            .unwrap()
+    }
+
+    fn id(response: &CallToolResponse) -> String {
+        match response {
+            CallToolResponse::Task(task) => task.task.task_id.clone(),
+            _ => panic!("not a task"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_store_answers_in_line() {
+        let tasks = Tasks::new(TaskOptions::default().after(Duration::ZERO).max_tasks(1));
+        let slow = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            answer("slow")
+        };
+        let first = start(&tasks, slow, None).await;
+        assert!(matches!(first, CallToolResponse::Task(_)));
+        // The one place is taken by a running task: the next call waits.
+        let second = start(&tasks, async { answer("quick") }, None).await;
+        assert!(matches!(second, CallToolResponse::Complete(_)));
+        // Once the first has finished, it gives its place up to a new one.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let third = start(&tasks, async { answer("again") }, None).await;
+        assert!(matches!(third, CallToolResponse::Task(_)));
+        assert!(
+            tasks.get(&id(&first), None).is_err(),
+            "the oldest was forgotten"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_oldest_results_go_first_past_the_byte_bound() {
+        let text = "x".repeat(200);
+        let tasks = Tasks::new(
+            TaskOptions::default()
+                .after(Duration::ZERO)
+                .max_retained_bytes(600),
+        );
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let text = text.clone();
+            ids.push(id(&start(&tasks, async move { answer(&text) }, None).await));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(tasks.get(&ids[0], None).is_err());
+        for id in &ids[1..] {
+            let task = tasks.get(id, None).unwrap();
+            assert!(matches!(task.payload, TaskPayload::Completed { .. }));
+        }
+        assert!(tasks.lock().retained_bytes <= 600);
+    }
+
+    #[tokio::test]
+    async fn a_task_is_seen_only_by_its_owner() {
+        let tasks = Tasks::new(TaskOptions::default().after(Duration::ZERO));
+        let (mine, theirs) = (Owner([1; 32]), Owner([2; 32]));
+        let task = id(&start(&tasks, async { answer("mine") }, Some(mine)).await);
+        assert!(tasks.get(&task, Some(mine)).is_ok());
+        for owner in [Some(theirs), None] {
+            let error = tasks.get(&task, owner).unwrap_err();
+            assert!(error.message.contains("there is no task"), "{error:?}");
+            assert!(tasks.cancel(&task, owner).is_err());
+        }
+    }
+
+    #[tokio::test]
+    async fn ids_are_random_and_carry_the_route() {
+        let options = TaskOptions::default().after(Duration::ZERO);
+        let tasks = Tasks::new(options.clone().route("r-1").unwrap());
+        let a = id(&start(&tasks, async { answer("a") }, None).await);
+        let b = id(&start(&tasks, async { answer("b") }, None).await);
+        assert!(
+            a.starts_with("r-1.") && a.len() == 4 + 32 && a != b,
+            "{a} {b}"
+        );
+        let error = Tasks::new(options.route("r-2").unwrap())
+            .get(&a, None)
+            .unwrap_err();
+        assert!(error.message.contains("route `r-1`"), "{error:?}");
+        for bad in ["", "a.b", "a b", &"x".repeat(65)] {
+            assert!(TaskOptions::default().route(bad).is_err(), "{bad:?}");
+        }
+    }
+}
