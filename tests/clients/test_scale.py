@@ -12,6 +12,13 @@
 - Refusals (401, 403, 413) of requests with 1 to 12 MiB bodies pass through
   nginx as themselves, never as 502, and leave every replica in the pool,
   behind deploy/nginx.conf and behind a plain site.
+- Tasks behind deploy/nginx.conf: each replica runs with `--task-route`
+  (the conf's port for it), and nginx sends a `tasks/*` request, by its
+  `Mcp-Name` header, to the replica that made the task, so calls that
+  become tasks on any replica resolve, and a cancel reaches the task; a
+  task whose replica is down gets the conf's JSON 502. Behind a plain site
+  (no routing) the same polls reach other replicas, which say whose task
+  it is.
 - One `toolcage serve --http` answering 1,000 concurrent calls, each exactly
   once with its own result, among them calls that loop, hog memory and flood
   output; and 1,000 concurrent calls from one SDK client.
@@ -30,7 +37,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +48,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+import tasks
 from conftest import TOKEN, TOOLS, launch_http, server_args
 
 pytestmark = pytest.mark.anyio
@@ -51,8 +59,8 @@ META = "dev.toolcage/call"
 # The wrapper around the deployed file: what /etc/nginx/nginx.conf would
 # give it, with every path in the test's own directory. The access log
 # records, per request, which call it belongs to (the X-Call header the test
-# sends), its MCP method, when it started and ended, and the replicas nginx
-# tried.
+# sends), its MCP method and name (the Mcp-Method and Mcp-Name headers), when
+# it started and ended, and the replicas nginx tried.
 NGINX_MAIN = """
 pid {dir}/nginx.pid;
 error_log {dir}/error.log info;
@@ -60,7 +68,8 @@ worker_processes 1;
 events {{ worker_connections 1024; }}
 http {{
     log_format calls '$msec $request_time $request_method "$http_x_call" '
-                     '"$http_mcp_method" "$upstream_addr" "$upstream_status" $status';
+                     '"$http_mcp_method" "$http_mcp_name" "$upstream_addr" '
+                     '"$upstream_status" $status';
     access_log {dir}/access.log calls;
     client_body_temp_path {dir}/body;
     proxy_temp_path {dir}/proxy;
@@ -91,14 +100,54 @@ def free_port():
         return probe.getsockname()[1]
 
 
+def block(site, head):
+    """The body of the `head { ... }` block of `site`, whose `}` is indented
+    as `head` is."""
+    indent = re.match(r"\s*", head).group(0)
+    found = re.findall(
+        rf"^{re.escape(head)} \{{\n(.*?)^{indent}\}}$", site, re.MULTILINE | re.DOTALL
+    )
+    assert len(found) == 1, f"deploy/nginx.conf must have one `{head}` block"
+    return found[0]
+
+
+def deployed_pool():
+    """The replicas deploy/nginx.conf lists in its pool, in order:
+    [(address, route name)]. Each replica's route name (its `--task-route`)
+    is its port there."""
+    pool = block(NGINX_CONF.read_text(), "upstream toolcage")
+    return re.findall(r"^\s*server (127\.0\.0\.1:(\d+)) ", pool, re.MULTILINE)
+
+
 def deployed_config(replicas, port):
-    """deploy/nginx.conf with its three replicas and its listening port
-    replaced: nothing else changes."""
+    """deploy/nginx.conf with its three replicas' addresses (in the pool and
+    in each one's own upstream) and its listening port replaced: nothing
+    else changes. The route names stay the conf's: replica i must run with
+    `--task-route` the i-th route of `deployed_pool()`."""
     site = NGINX_CONF.read_text()
-    listed = re.findall(r"^\s*server (127\.0\.0\.1:\d+) ", site, re.MULTILINE)
+    listed = deployed_pool()
     assert len(listed) == len(replicas) == 3, listed
-    for old, new in zip(listed, replicas):
-        site = site.replace(f"server {old} ", f"server {new} ", 1)
+    # The structure the tasks rely on: each replica also alone in an
+    # upstream named by its route, to which the map sends the requests whose
+    # Mcp-Name is one of its task ids; anything else goes to the pool.
+    assert len(re.findall(r"^upstream ", site, re.MULTILINE)) == 4
+    entries = re.findall(
+        r'^\s*("[^"]*"|\S+)\s+(\S+);$', block(site, "map $http_mcp_name $toolcage_upstream"),
+        re.MULTILINE,
+    )
+    expected = [("default", "toolcage")]
+    for address, route in listed:
+        own = block(site, f"upstream toolcage_{route}")
+        assert re.findall(r"^\s*server (\S+?)[ ;]", own, re.MULTILINE) == [address], own
+        # In the pool and in its own upstream, nowhere else.
+        assert site.count(address) == 2, address
+        expected.append((f'"~^{route}\\.[0-9a-f]{{32}}$"', f"toolcage_{route}"))
+    assert entries == expected, entries
+    assert "proxy_pass http://$toolcage_upstream;" in block(site, "    location = /mcp")
+    # Every replica's address replaced at once (a new address may be an
+    # old one).
+    new = dict(zip((address for address, _ in listed), replicas))
+    site = re.sub(r"127\.0\.0\.1:\d+", lambda m: new.get(m.group(0), m.group(0)), site)
     site, listens = re.subn(r"listen 127\.0\.0\.1:\d+;", f"listen 127.0.0.1:{port};", site)
     assert listens == 1
     fail_timeout = re.findall(r"fail_timeout=(\d+)s", site)
@@ -146,13 +195,13 @@ class Balancer:
     def log(self):
         """The access log: one dict per request."""
         pattern = re.compile(
-            r'^(\S+) (\S+) (\S+) "(.*?)" "(.*?)" "(.*?)" "(.*?)" (\d+)$'
+            r'^(\S+) (\S+) (\S+) "(.*?)" "(.*?)" "(.*?)" "(.*?)" "(.*?)" (\d+)$'
         )
         entries = []
         for line in self.access_log.read_text().splitlines():
             match = pattern.match(line)
             assert match, f"an access log line not in the test's format: {line}"
-            end, duration, verb, call, method, upstream, upstream_status, status = (
+            end, duration, verb, call, method, name, upstream, upstream_status, status = (
                 match.groups()
             )
             entries.append({
@@ -161,6 +210,7 @@ class Balancer:
                 "verb": verb,
                 "call": call,
                 "method": method,
+                "name": name,
                 "upstream": upstream,
                 "upstream_status": upstream_status,
                 "status": int(status),
@@ -201,9 +251,14 @@ def plain_config(replicas, port, fail_timeout=10):
 @contextmanager
 def running_balancer(config_file, site=deployed_config, flags=(), env=None):
     """Three replicas (with the server's `flags` and `env`) behind a real
-    nginx running `site(replica addresses, port)`: (its text, fail_timeout)."""
+    nginx running `site(replica addresses, port)`: (its text, fail_timeout).
+    Each replica runs with `--task-route` the port deploy/nginx.conf gives
+    it, which that conf's map matches in task ids."""
     nginx = nginx_binary()
-    replicas = [Replica(config_file, flags=flags, env=env) for _ in range(3)]
+    replicas = [
+        Replica(config_file, flags=(*flags, "--task-route", route), env=env)
+        for _, route in deployed_pool()
+    ]
     addresses = [replica.address for replica in replicas]
     directory = Path(tempfile.mkdtemp(prefix="toolcage-nginx-"))
     # nginx's workers (user nobody when started as root) create and use the
@@ -435,6 +490,153 @@ async def test_a_replica_stopped_with_sigterm_finishes_its_calls_and_loses_none(
         and e["start"] < stopped_at < e["end"] and e["status"] == 200
     ]
     assert finished_there, "no call was in flight on the stopped replica"
+
+
+# --- Tasks behind nginx -------------------------------------------------------
+
+# A task id of a replica run by running_balancer: its route (the port
+# deploy/nginx.conf gives it), a dot, 128 random bits.
+ROUTED_TASK_ID = re.compile(r"^(\d+)\.[0-9a-f]{32}$")
+
+
+@asynccontextmanager
+async def tasks_client(url):
+    """One SDK client (2026-07-28, no session) of `url` that declares the
+    tasks extension: (the client, the extension)."""
+    extension = tasks.TasksExtension()
+    async with httpx2.AsyncClient(timeout=30) as http:
+        async with Client(
+            streamable_http_client(url, http_client=http), mode="2026-07-28",
+            extensions=[extension],
+        ) as client:
+            yield client, extension
+
+
+def replicas_by_route(balancer):
+    """route -> the Replica that runs with it (running_balancer's order)."""
+    return {route: replica for (_, route), replica in zip(deployed_pool(), balancer.replicas)}
+
+
+def route_of(task_id):
+    match = ROUTED_TASK_ID.match(task_id)
+    assert match, f"not a routed task id: {task_id}"
+    return match.group(1)
+
+
+async def test_tasks_behind_nginx_reach_the_replica_that_made_them(config_file):
+    """Every call of a client that declares tasks becomes a task at once
+    (`--task-after-ms 0`). Twelve concurrent calls through deploy/nginx.conf
+    make their tasks on several replicas; nginx sends each task's tasks/get
+    to the replica that made it (by the Mcp-Name header), so every call
+    resolves, with its own result. A tasks/cancel through nginx reaches its
+    task, which is cancelled at once. A task whose replica is down gets the
+    conf's JSON 502 (the task is lost with it), and calls still become tasks
+    on the other replicas."""
+    with running_balancer(config_file, flags=("--task-after-ms", "0")) as balancer:
+        routes = replicas_by_route(balancer)
+        async with tasks_client(balancer.url) as (client, extension):
+            results = {}
+
+            async def one(i):
+                text = f"task call {i}"
+                results[text] = await client.call_tool("echo", {"text": text, "sleep_ms": 300})
+
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as group:
+                    for i in range(12):
+                        group.start_soon(one, i)
+            assert len(results) == 12
+            for text, result in results.items():
+                assert_own_result(text, text, result)
+            made_on = {handle.task_id: route_of(handle.task_id) for handle in extension.handles}
+            assert len(made_on) == 12, extension.handles
+            assert set(made_on.values()) <= set(routes)
+            assert len(set(made_on.values())) >= 2, f"every task made on one replica: {made_on}"
+
+            # A cancel through nginx reaches the running task.
+            with anyio.fail_after(10):
+                handle = await client.session.call_tool(
+                    "echo", {"text": "cancelled", "sleep_ms": 5000}, allow_claimed=True
+                )
+                assert isinstance(handle, tasks.CreateTaskResult), handle
+                assert handle.status == "working", handle
+                cancelled_at = time.monotonic()
+                await tasks.cancel(client.session, handle.task_id)
+                while (task := await tasks.get(client.session, handle.task_id)).status == "working":
+                    await anyio.sleep(0.01)
+                assert task.status == "cancelled", task
+                assert time.monotonic() - cancelled_at < 1
+
+            # Its replica goes down: the task is lost, and the client is told
+            # so as a JSON-RPC error, not sent to a replica that never knew it.
+            down = routes[route_of(handle.task_id)]
+            down.process.kill()
+            down.process.wait()
+            with anyio.fail_after(10):
+                with pytest.raises(MCPError) as raised:
+                    await tasks.get(client.session, handle.task_id)
+                assert raised.value.code == -32603
+                assert raised.value.error.message.startswith(
+                    "Bad Gateway: no toolcage replica answered this request "
+                    f"(nginx tried {down.address}: 502)."
+                ), raised.value.error.message
+                after = await client.call_tool("echo", {"text": "after", "sleep_ms": 300})
+                assert_own_result("after", "after", after)
+            assert route_of(extension.handles[-1].task_id) != route_of(handle.task_id)
+        log = balancer.log()
+
+    # Every request about a task named it in Mcp-Name and went to the replica
+    # that made it, on the first try; every other request went to the pool.
+    about_tasks = [e for e in log if e["method"].startswith("tasks/")]
+    assert {e["method"] for e in about_tasks} == {"tasks/get", "tasks/cancel"}
+    assert len([e for e in about_tasks if e["method"] == "tasks/get"]) > 12
+    for entry in about_tasks:
+        assert entry["upstream"] == routes[route_of(entry["name"])].address, entry
+    served = [e for e in about_tasks if e["status"] == 200]
+    assert {route_of(e["name"]) for e in served} == set(made_on.values()) | {route_of(handle.task_id)}
+    calls = [e for e in log if e["method"] == "tools/call"]
+    assert len(calls) == 14 and all(e["status"] == 200 for e in calls), calls
+
+
+async def test_without_routing_a_task_is_polled_where_it_was_not_made(config_file):
+    """The control: the same replicas behind a plain site, which spreads
+    every request over the pool. The polls of one task reach the other
+    replicas too, and those answer that the task was made by another
+    replica, naming it and the balancer rule it needs: the routing of
+    deploy/nginx.conf is what makes tasks work behind a balancer."""
+    with running_balancer(config_file, plain_config, flags=("--task-after-ms", "0")) as balancer:
+        routes = replicas_by_route(balancer)
+        async with tasks_client(balancer.url) as (client, _):
+            answered, refused = [], []
+            with anyio.fail_after(15):
+                handle = await client.session.call_tool(
+                    "echo", {"text": "unrouted", "sleep_ms": 300}, allow_claimed=True
+                )
+                assert isinstance(handle, tasks.CreateTaskResult), handle
+                for _ in range(12):
+                    try:
+                        answered.append(await tasks.get(client.session, handle.task_id))
+                    except MCPError as error:
+                        refused.append(error)
+                    await anyio.sleep(0.05)
+        log = balancer.log()
+    route = route_of(handle.task_id)
+    maker = routes[route].address
+    assert refused, "every poll reached the replica that made the task"
+    for error in refused:
+        assert error.code == -32602, error
+        message = error.error.message
+        assert f"task `{handle.task_id}` was made by the replica with route `{route}`" in message
+        assert "The balancer must send tasks/* requests by their Mcp-Name header" in message
+        [here] = re.findall(r"this replica's route is `(\d+)`", message)
+        assert here in routes and here != route, message
+    # The polls that reached the replica that made the task were answered.
+    assert answered and all(task.task_id == handle.task_id for task in answered)
+    assert all(task.status in ("working", "completed") for task in answered), answered
+    polls = [e for e in log if e["method"] == "tasks/get"]
+    assert len(polls) == 12 and all(e["name"] == handle.task_id for e in polls), polls
+    assert len([e for e in polls if e["upstream"] == maker]) == len(answered), polls
+    assert {e["upstream"] for e in polls} - {maker}, polls
 
 
 # --- Refusals and restarts behind nginx ---------------------------------------
