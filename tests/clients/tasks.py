@@ -26,32 +26,29 @@ TASKS = "io.modelcontextprotocol/tasks"
 TERMINAL = {"completed", "failed", "cancelled"}
 
 
-class CreateTaskResult(Result):
+class TaskFields(Result):
+    """The fields every task shape carries."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    task_id: str
+    status: str
+    status_message: str | None = None
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None
+    poll_interval_ms: int | None = None
+
+
+class CreateTaskResult(TaskFields):
     """`resultType: "task"`: the handle a `tools/call` may be answered with."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
     result_type: Literal["task"]
-    task_id: str
-    status: str
-    status_message: str | None = None
-    created_at: str
-    last_updated_at: str
-    ttl_ms: int | None
-    poll_interval_ms: int | None = None
 
 
-class DetailedTask(Result):
+class DetailedTask(TaskFields):
     """A `tasks/get` answer: the task, and its result or error once it ends."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
     result_type: str | None = None
-    task_id: str
-    status: str
-    status_message: str | None = None
-    created_at: str
-    last_updated_at: str
-    ttl_ms: int | None
-    poll_interval_ms: int | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     input_requests: dict[str, Any] | None = None
