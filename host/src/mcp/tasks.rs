@@ -212,7 +212,9 @@ impl Tasks {
     where
         F: Future<Output = Result<CallToolResponse, McpError>> + Send + 'static,
     {
-        let mut running = tokio::spawn(work);
+        // Dropped before it becomes a task (its request went away), the
+        // call stops, as it would without tasks.
+        let mut running = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(work));
         if !self.options.after.is_zero()
             && let Ok(done) = tokio::time::timeout(self.options.after, &mut running).await
         {
@@ -556,6 +558,30 @@ mod tests {
             assert!(matches!(task.payload, TaskPayload::Completed { .. }));
         }
         assert!(tasks.lock().retained_bytes <= 600);
+    }
+
+    #[tokio::test]
+    async fn a_call_dropped_before_it_becomes_a_task_stops() {
+        struct Stopped(Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for Stopped {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let tasks = Tasks::new(TaskOptions::default().after(Duration::from_secs(5)));
+        let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let guard = Stopped(stopped.clone());
+        let work = async move {
+            let _guard = guard;
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            answer("late")
+        };
+        tokio::select! {
+            _ = start(&tasks, work, None) => panic!("the call ended"),
+            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(stopped.load(std::sync::atomic::Ordering::SeqCst));
     }
 
     #[tokio::test]
