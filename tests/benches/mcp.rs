@@ -256,12 +256,13 @@ fn http_clients(bin: &std::path::Path, args: &[&str], clients: usize) -> (Vec<Du
             for id in 0..calls {
                 let body = call(id + 1);
                 let began = Instant::now();
-                write!(
-                    connection,
+                // One write per request, as HTTP clients do (`write!` on the
+                // socket would send each piece as a segment of its own).
+                let request = format!(
                     "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\n\r\n{body}",
                     body.len()
-                )
-                .unwrap();
+                );
+                connection.write_all(request.as_bytes()).unwrap();
                 let response = read_response(&mut reader);
                 assert!(response.contains("\"ok\""), "{response}");
                 latencies.push(began.elapsed());

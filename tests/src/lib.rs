@@ -455,8 +455,12 @@ pub mod bench {
         String::from_utf8(body).unwrap()
     }
 
-    /// Builds the release `toolcage` binary once, beside this benchmark.
+    /// Builds the release `toolcage` binary once, beside this benchmark; or
+    /// `$TOOLCAGE_BENCH_BIN`, to compare another build in the same run.
     pub fn release_binary() -> PathBuf {
+        if let Some(bin) = std::env::var_os("TOOLCAGE_BENCH_BIN") {
+            return bin.into();
+        }
         let exe = std::env::current_exe().unwrap();
         let profile_dir = exe.parent().and_then(|p| p.parent()).unwrap().to_path_buf();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
