@@ -29,6 +29,7 @@
 #![allow(deprecated)]
 
 mod approval;
+mod cores;
 pub mod http;
 mod mapping;
 pub mod tasks;
@@ -74,6 +75,10 @@ const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a client may cache the tool list when only a restart (or a
 /// redeployment) changes it.
 const FIXED_LIST_TTL: Duration = Duration::from_secs(300);
+
+/// How long the stdio server, with nothing to do, watches its input before
+/// it sleeps: see [`McpServer::serve_stdio_until`].
+pub const STDIO_SPIN: Duration = Duration::from_micros(100);
 
 /// How often, by default, a call with a progress token reports progress
 /// while its tool reports none: see [`McpServer::keep_alive`].
@@ -211,7 +216,32 @@ impl McpServer {
     /// Serves one client on standard input and output until it closes its
     /// end or `shutdown` is cancelled. Either way the calls in flight finish
     /// (within their limits) and their results are sent before it returns.
+    ///
+    /// The client is served on a thread of its own, on a single-threaded
+    /// runtime ([`cores`](self::cores)): reading a request, rmcp's service
+    /// loop, the call and the answer hand nothing to another thread. When
+    /// no call runs, that thread watches standard input for [`STDIO_SPIN`]
+    /// before it sleeps, so a client's next request (an agent's next step)
+    /// is read without waking a sleeping thread, which on a virtual machine
+    /// costs more than the call itself.
     pub async fn serve_stdio_until(
+        self,
+        shutdown: CancellationToken,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let idle = self.in_flight.clone();
+        let core = cores::Cores::with_park_hook("toolcage-stdio", 1, move || {
+            if idle.is_idle() {
+                await_stdin(STDIO_SPIN);
+            }
+        })?;
+        core.next()
+            .spawn(self.serve_stdio_here(shutdown))
+            .await
+            .unwrap_or_else(|e| Err(format!("the stdio server ended abnormally: {e}").into()))
+    }
+
+    /// [`Self::serve_stdio_until`], on the current runtime.
+    async fn serve_stdio_here(
         self,
         shutdown: CancellationToken,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -723,5 +753,25 @@ impl<R: AsyncRead + Unpin> AsyncRead for DrainingInput<R> {
             }
             other => other,
         }
+    }
+}
+
+/// Returns once standard input has something to read (or has ended), or
+/// after `limit`: a check without sleeping, each a system call.
+fn await_stdin(limit: Duration) {
+    let until = std::time::Instant::now() + limit;
+    let mut input = libc::pollfd {
+        fd: libc::STDIN_FILENO,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    while std::time::Instant::now() < until {
+        // SAFETY: one valid `pollfd`, and a zero timeout.
+        #[allow(unsafe_code)]
+        let ready = unsafe { libc::poll(&mut input, 1, 0) };
+        if ready != 0 {
+            return;
+        }
+        std::hint::spin_loop();
     }
 }

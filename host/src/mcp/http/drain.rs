@@ -44,6 +44,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::mcp::cores::Cores;
+
 /// How long, once the shutdown begins, idle connections are kept open
 /// (requests on them are served, with `Connection: close`): 1 s.
 pub const IDLE_GRACE: Duration = Duration::from_secs(1);
@@ -58,6 +60,7 @@ pub const STRAGGLER_GRACE: Duration = Duration::from_secs(5);
 pub(super) async fn serve_until(
     listener: TcpListener,
     app: Router,
+    cores: &Cores,
     shutdown: CancellationToken,
     finish: impl Future<Output = ()>,
 ) {
@@ -74,16 +77,17 @@ pub(super) async fn serve_until(
             accepted = listener.accept() => accepted,
         };
         match accepted {
-            Ok((stream, _)) => {
-                connections.spawn(serve_connection(stream, app.clone(), close_idle.clone()));
-            }
+            Ok((stream, _)) => match stream.into_std() {
+                Ok(stream) => serve_on(cores, &connections, stream, &app, &close_idle),
+                Err(error) => tracing::warn!("cannot serve a connection: {error}"),
+            },
             Err(error) => accept_failed(error, &shutdown).await,
         }
     }
     // The connections the kernel took before the shutdown are served too:
     // their clients may have sent requests on them already.
     for stream in queued(listener) {
-        connections.spawn(serve_connection(stream, app.clone(), close_idle.clone()));
+        serve_on(cores, &connections, stream, &app, &close_idle);
     }
     connections.close();
     tokio::select! {
@@ -102,9 +106,28 @@ pub(super) async fn serve_until(
     }
 }
 
+/// Serves `stream` on the next of the `cores`, where it stays (and its
+/// socket is registered) for its whole life.
+fn serve_on(
+    cores: &Cores,
+    connections: &TaskTracker,
+    stream: std::net::TcpStream,
+    app: &Router,
+    close_idle: &CancellationToken,
+) {
+    let (app, close_idle) = (app.clone(), close_idle.clone());
+    let serve = async move {
+        match TcpStream::from_std(stream) {
+            Ok(stream) => serve_connection(stream, app, close_idle).await,
+            Err(error) => tracing::warn!("cannot serve a connection: {error}"),
+        }
+    };
+    connections.spawn_on(serve, cores.next());
+}
+
 /// Takes the connections waiting in `listener`'s queue, then closes it: the
 /// next ones are refused.
-fn queued(listener: TcpListener) -> Vec<TcpStream> {
+fn queued(listener: TcpListener) -> Vec<std::net::TcpStream> {
     let Ok(listener) = listener.into_std() else {
         return Vec::new();
     };
@@ -113,9 +136,7 @@ fn queued(listener: TcpListener) -> Vec<TcpStream> {
     loop {
         match listener.accept() {
             Ok((stream, _)) => {
-                if stream.set_nonblocking(true).is_ok()
-                    && let Ok(stream) = TcpStream::from_std(stream)
-                {
+                if stream.set_nonblocking(true).is_ok() {
                     queued.push(stream);
                 }
             }

@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use futures::StreamExt;
 
+use super::cores::Cores;
 use super::tasks::Owner;
 use super::{InFlight, McpServer};
 #[cfg(feature = "otel")]
@@ -219,7 +220,8 @@ impl McpServer {
             }
             streams.cancel();
         };
-        drain::serve_until(listener, app, shutdown, finish).await;
+        let cores = Cores::per_core("toolcage-http")?;
+        drain::serve_until(listener, app, &cores, shutdown, finish).await;
         Ok(())
     }
 }
