@@ -218,7 +218,7 @@ impl McpServer {
     /// (within their limits) and their results are sent before it returns.
     ///
     /// The client is served on a thread of its own, on a single-threaded
-    /// runtime ([`cores`](self::cores)): reading a request, rmcp's service
+    /// runtime: reading a request, rmcp's service
     /// loop, the call and the answer hand nothing to another thread. When
     /// no call runs, that thread watches standard input for [`STDIO_SPIN`]
     /// before it sleeps, so a client's next request (an agent's next step)
