@@ -101,15 +101,16 @@ async def update(session, task_id, responses) -> Ack:
     return await session.send_request(UpdateTask(params=params), Ack)
 
 
-async def wait(session, task_id, limit_s=30.0) -> DetailedTask:
-    """Polls `tasks/get` at the task's `pollIntervalMs` until it ends."""
+async def wait(session, task_id, limit_s=30.0, every_s=None) -> DetailedTask:
+    """Polls `tasks/get` until the task ends: at the task's `pollIntervalMs`,
+    or every `every_s` to time how fast it ends."""
     deadline = time.monotonic() + limit_s
     while True:
         task = await get(session, task_id)
         if task.status in TERMINAL:
             return task
         assert time.monotonic() < deadline, f"task {task_id} still {task.status}"
-        await anyio.sleep((task.poll_interval_ms or 1000) / 1000)
+        await anyio.sleep(every_s or (task.poll_interval_ms or 1000) / 1000)
 
 
 class TasksExtension(ClientExtension):

@@ -562,8 +562,7 @@ async def test_tasks_behind_nginx_reach_the_replica_that_made_them(config_file):
                 assert handle.status == "working", handle
                 cancelled_at = time.monotonic()
                 await tasks.cancel(client.session, handle.task_id)
-                while (task := await tasks.get(client.session, handle.task_id)).status == "working":
-                    await anyio.sleep(0.01)
+                task = await tasks.wait(client.session, handle.task_id, every_s=0.01)
                 assert task.status == "cancelled", task
                 assert time.monotonic() - cancelled_at < 1
 

@@ -120,8 +120,7 @@ async def test_cancel_stops_the_guest_within_milliseconds(transport, config_file
         )
         started = time.monotonic()
         await tasks.cancel(client.session, handle.task_id)
-        while (task := await tasks.get(client.session, handle.task_id)).status == "working":
-            await anyio.sleep(0.01)
+        task = await tasks.wait(client.session, handle.task_id, every_s=0.01)
         assert task.status == "cancelled", task
         assert time.monotonic() - started < 0.5
         result = await client.call_tool("echo", {"text": "still here"})
@@ -143,8 +142,7 @@ async def test_a_task_is_forgotten_after_its_ttl(config_file):
     ) as client:
         handle = await client.session.call_tool("echo", {"text": "x"}, allow_claimed=True)
         assert handle.ttl_ms == 1000
-        while (done := await tasks.get(client.session, handle.task_id)).status == "working":
-            await anyio.sleep(0.02)
+        done = await tasks.wait(client.session, handle.task_id, every_s=0.02)
         assert done.status == "completed"
         await anyio.sleep(1.2)
         with pytest.raises(MCPError) as raised:
