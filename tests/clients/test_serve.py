@@ -9,6 +9,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 
 from conftest import BIN, INITIALIZE, server_args, start_http
@@ -153,6 +154,96 @@ def test_stateless_replicas_serve_any_request(config_file):
         for server in (first, second):
             server.terminate()
             assert server.wait(timeout=30) == 0
+
+
+def exchange(url, message, headers=None):
+    """POSTs one JSON-RPC message: (status, media type, the messages answered
+    in order), each result's timings taken out."""
+    request = urllib.request.Request(
+        url,
+        json.dumps(message).encode(),
+        {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-06-18",
+            **(headers or {}),
+        },
+    )
+    try:
+        response = urllib.request.urlopen(request, timeout=30)
+    except urllib.error.HTTPError as refusal:
+        response = refusal
+    with response:
+        status, body = response.status, response.read().decode()
+        media_type = response.headers.get("Content-Type", "").split(";")[0]
+    if media_type == "text/event-stream":
+        messages = [
+            json.loads(line[5:]) for line in body.splitlines()
+            if line.startswith("data:") and line[5:].strip()
+        ]
+    else:
+        messages = [json.loads(body)] if body.lstrip().startswith("{") else [body]
+    for message in messages:
+        call = message.get("result", {}).get("_meta", {}).get("dev.toolcage/call", {}) \
+            if isinstance(message, dict) else {}
+        for timing in ("duration_ms", "slot_wait_ms"):
+            call.pop(timing, None)
+    return status, media_type, messages
+
+
+def test_a_plain_stateless_call_is_answered_as_rmcp_answers_it(config_file):
+    """A stateless `tools/call` without `_meta` is answered by toolcage
+    itself (host/src/mcp/http/direct.rs), one with `_meta` by rmcp's
+    per-request service: the two answer alike, whether a result, a tool
+    error, a denial, an approval this client cannot give, a protocol error,
+    or a tool's warning sent ahead of its result as an event stream. Heads
+    rmcp refuses are still refused by rmcp, whatever the body."""
+    server, url = start_http(config_file, "--stateless")
+    cases = {
+        "result": ("echo", {"text": "same"}),
+        "bad arguments": ("echo", {"txt": 1}),
+        "denied": ("counter", {}),
+        "ask": ("fail", {"why": "testing"}),
+        "unknown tool": ("nonexistent", {}),
+        "warning": ("misbehave", {"mode": "warn"}),
+    }
+    try:
+        answers = {}
+        for case, (name, arguments) in cases.items():
+            params = {"name": name, "arguments": arguments}
+            plain = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params}
+            with_meta = {**plain, "params": {**params, "_meta": {"dev.toolcage/test": 1}}}
+            direct, through_rmcp = exchange(url, plain), exchange(url, with_meta)
+            assert direct == through_rmcp, case
+            answers[case] = direct
+        assert answers["result"][1] == "application/json"
+        assert answers["result"][2][0]["result"]["content"][0]["text"] == "same"
+        assert answers["bad arguments"][2][0]["result"]["isError"] is True
+        assert "error" in answers["unknown tool"][2][0]
+        assert "cannot ask its user" in json.dumps(answers["ask"][2])
+        status, media_type, messages = answers["warning"]
+        assert (status, media_type) == (200, "text/event-stream")
+        assert messages[0]["method"] == "notifications/message"
+        assert messages[0]["params"]["level"] == "warning"
+        assert messages[-1]["result"]["content"][0]["text"] == "warned"
+
+        call = {"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "x"}}}
+        refused = {
+            "a newer revision without _meta": ({"MCP-Protocol-Version": "2026-07-28"}, 400),
+            "an unknown revision": ({"MCP-Protocol-Version": "2099-01-01"}, 400),
+            "a zero weight": ({"Accept": "application/json, text/event-stream;q=0"}, 406),
+            "a foreign Host": ({"Host": "evil.example"}, 403),
+            "an Origin": ({"Origin": "http://evil.example"}, 403),
+        }
+        for case, (headers, status) in refused.items():
+            assert exchange(url, call, headers)[0] == status, case
+        # Whatever rmcp answers for a batch, it is not a call's result.
+        batch = exchange(url, [call])
+        assert batch[0] != 200 or "result" not in json.dumps(batch[2]), batch
+    finally:
+        server.terminate()
+        assert server.wait(timeout=30) == 0
 
 
 def test_allowed_host_names_are_served_and_others_refused(config_file):

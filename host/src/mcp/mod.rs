@@ -43,9 +43,11 @@ use std::time::Duration;
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams,
-    GetTaskResult, Implementation, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscriptionFilter, TASKS_EXTENSION_ID, UpdateTaskParams,
+    GetTaskResult, Implementation, ListToolsResult, LoggingLevel, LoggingMessageNotification,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotification,
+    ProgressNotificationParam, RequestId, RequestMetaObject, ServerCapabilities, ServerConfig,
+    ServerNotification, SetLevelRequestParams, SubscriptionFilter, TASKS_EXTENSION_ID,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -277,8 +279,8 @@ impl McpServer {
 
     /// The minimum level of guest log lines this request's client wants:
     /// per request on 2026-07-28, else what it set, else warnings.
-    fn log_threshold(&self, context: &RequestContext<RoleServer>) -> LoggingLevel {
-        context.meta.log_level().unwrap_or_else(|| {
+    fn log_threshold(&self, meta: &RequestMetaObject) -> LoggingLevel {
+        meta.log_level().unwrap_or_else(|| {
             self.log_level
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -426,13 +428,99 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        self.call(request, CallContext::from(context)).await
+    }
+}
+
+/// What a `tools/call` takes from the request that carries it.
+struct CallContext {
+    id: RequestId,
+    /// The request's `_meta`: its progress token, log level, trace context.
+    meta: RequestMetaObject,
+    /// Cancelled when the client cancels the request.
+    ct: CancellationToken,
+    notify: Notify,
+    /// The request's HTTP head, for a call answered directly (rmcp keeps
+    /// it in the session's context).
+    http: Option<::http::request::Parts>,
+    /// rmcp's context of the request; `None` for a call answered directly
+    /// over HTTP ([`http::direct`]), whose client can be neither asked nor
+    /// given a task.
+    session: Option<RequestContext<RoleServer>>,
+}
+
+impl From<RequestContext<RoleServer>> for CallContext {
+    fn from(context: RequestContext<RoleServer>) -> Self {
+        CallContext {
+            id: context.id.clone(),
+            meta: context.meta.clone(),
+            ct: context.ct.clone(),
+            notify: Notify::Peer(context.peer.clone()),
+            http: None,
+            session: Some(context),
+        }
+    }
+}
+
+impl CallContext {
+    /// The request's HTTP head, when it came over HTTP.
+    #[cfg(feature = "otel")]
+    fn http(&self) -> Option<&::http::request::Parts> {
+        match &self.session {
+            Some(session) => session.extensions.get(),
+            None => self.http.as_ref(),
+        }
+    }
+}
+
+/// Where a call's notifications go.
+enum Notify {
+    /// To rmcp's peer of the request's session or stream.
+    Peer(Peer<RoleServer>),
+    /// Into the response of the POST that carries the call, ahead of its
+    /// result ([`http::direct`]).
+    Response(tokio::sync::mpsc::UnboundedSender<ServerNotification>),
+}
+
+impl Notify {
+    async fn send(&self, notification: ServerNotification) {
+        match self {
+            Notify::Peer(peer) => {
+                peer.send_notification(notification).await.ok();
+            }
+            Notify::Response(sender) => {
+                sender.send(notification).ok();
+            }
+        }
+    }
+
+    async fn progress(&self, param: ProgressNotificationParam) {
+        let notification = ProgressNotification::new(param);
+        self.send(ServerNotification::ProgressNotification(notification))
+            .await;
+    }
+
+    async fn log(&self, param: LoggingMessageNotificationParam) {
+        let notification = LoggingMessageNotification::new(param);
+        self.send(ServerNotification::LoggingMessageNotification(notification))
+            .await;
+    }
+}
+
+impl McpServer {
+    /// Runs a `tools/call`, reporting it to the telemetry (if any).
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        call: CallContext,
+    ) -> Result<CallToolResponse, McpError> {
         #[cfg(feature = "otel")]
         if let Some(telemetry) = &self.telemetry {
             let started = std::time::Instant::now();
-            let origin = telemetry::origin(&context);
+            let origin = telemetry::origin(&call);
             let name = request.name.to_string();
             let served = self.tools.current().tool(&name).is_some();
-            let response = self.run_tool(request, context, Some(&origin)).await;
+            let response = self.run_tool(request, call, Some(&origin)).await;
             let error = telemetry::error_type(&response);
             if let Some(request) = origin.server_request() {
                 let tool = served.then_some(name.as_str());
@@ -442,7 +530,7 @@ impl ServerHandler for McpServer {
         }
         self.run_tool(
             request,
-            context,
+            call,
             #[cfg(feature = "otel")]
             None,
         )
@@ -455,7 +543,7 @@ impl McpServer {
     async fn run_tool(
         &self,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        context: CallContext,
         #[cfg(feature = "otel")] origin: Option<&CallOrigin>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
@@ -468,9 +556,12 @@ impl McpServer {
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let permissions = self.permissions.load_full();
         let approver = match permissions.permission_for(&name) {
-            Permission::Ask => match approval::approver(&request, &context, &arguments) {
-                Ok(approver) => approver,
-                Err(input_required) => return Ok((*input_required).into()),
+            Permission::Ask => match &context.session {
+                Some(session) => match approval::approver(&request, session, &arguments) {
+                    Ok(approver) => approver,
+                    Err(input_required) => return Ok((*input_required).into()),
+                },
+                None => None,
             },
             _ => None,
         };
@@ -504,9 +595,9 @@ impl McpServer {
         let runner = runner.cancel_token(cancel.clone()).on_event(move |event| {
             events.send(event).ok();
         });
-        let (peer, ct) = (context.peer.clone(), context.ct.clone());
+        let (notify, ct) = (context.notify, context.ct.clone());
         let progress_token = context.meta.get_progress_token();
-        let threshold = self.log_threshold(&context);
+        let threshold = self.log_threshold(&context.meta);
         // Set when the call becomes a task: its request is answered, so
         // neither the request's cancellation nor its notifications apply
         // any more (the extension cancels with `tasks/cancel`, and sends no
@@ -562,7 +653,7 @@ impl McpServer {
                                 ProgressNotificationParam::new(token.clone(), progress.next(None));
                             let running = started.elapsed().as_secs();
                             param.message = Some(format!("still running ({running} s)"));
-                            peer.notify_progress(param).await.ok();
+                            notify.progress(param).await;
                         }
                         quiet_since = tokio::time::Instant::now();
                         continue;
@@ -583,7 +674,7 @@ impl McpServer {
                             ProgressNotificationParam::new(token.clone(), progress.next(fraction));
                         param.message = Some(message);
                         param.total = fraction.map(|_| 1.0);
-                        peer.notify_progress(param).await.ok();
+                        notify.progress(param).await;
                         quiet_since = tokio::time::Instant::now();
                     }
                     AgentEvent::ToolLog {
@@ -597,7 +688,7 @@ impl McpServer {
                             let mut param =
                                 LoggingMessageNotificationParam::new(level, json!(message));
                             param.logger = Some(tool);
-                            peer.notify_logging_message(param).await.ok();
+                            notify.log(param).await;
                         }
                     }
                     _ => {}
@@ -626,12 +717,14 @@ impl McpServer {
                 .ok_or_else(|| McpError::internal_error("the call produced no result", None))?;
             Ok(mapping::call_result(&result, has_output_schema).into())
         };
-        let task_client = context
-            .client_capabilities()
-            .is_some_and(|capabilities| capabilities.supports_tasks());
-        match self.tasks.as_ref().filter(|_| task_client) {
-            Some(tasks) => {
-                let owner = tasks::owner(&context);
+        let task_client = context.session.as_ref().filter(|session| {
+            session
+                .client_capabilities()
+                .is_some_and(|capabilities| capabilities.supports_tasks())
+        });
+        match self.tasks.as_ref().zip(task_client) {
+            Some((tasks, session)) => {
+                let owner = tasks::owner(session);
                 tasks.run(work, task_cancel, owner, promoted).await
             }
             None => work.await,

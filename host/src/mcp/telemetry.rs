@@ -2,18 +2,18 @@
 //! context from `_meta` (on every revision, not only 2026-07-28, which
 //! reserves the keys), the request, and the error type.
 
+use rmcp::ErrorData as McpError;
 use rmcp::model::CallToolResponse;
-use rmcp::service::RequestContext;
-use rmcp::{ErrorData as McpError, RoleServer};
+use rmcp::model::ProtocolVersion;
 
+use super::CallContext;
 use crate::telemetry::{CallOrigin, ServerRequest, Transport};
 
 /// The origin of a `tools/call` request: its parent span from `_meta`, and
 /// the request as the conventions describe it.
-pub(super) fn origin(context: &RequestContext<RoleServer>) -> CallOrigin {
+pub(super) fn origin(context: &CallContext) -> CallOrigin {
     let meta = &context.meta;
-    // Streamable HTTP hands the request's head to handlers; stdio does not.
-    let http = context.extensions.get::<http::request::Parts>();
+    let http = context.http();
     let header = |name: &str| {
         http.and_then(|parts| parts.headers.get(name))
             .and_then(|value| value.to_str().ok())
@@ -23,11 +23,13 @@ pub(super) fn origin(context: &RequestContext<RoleServer>) -> CallOrigin {
         .protocol_version()
         .map(|version| version.to_string())
         .or_else(|| header("mcp-protocol-version"))
-        .or_else(|| {
-            context
+        .or_else(|| match &context.session {
+            Some(session) => session
                 .peer
                 .peer_info()
-                .map(|info| info.protocol_version.to_string())
+                .map(|info| info.protocol_version.to_string()),
+            // What rmcp assumes of a request without the header.
+            None => Some(ProtocolVersion::V_2025_03_26.to_string()),
         });
     CallOrigin::from_w3c(
         meta.get_traceparent(),

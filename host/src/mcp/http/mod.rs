@@ -15,7 +15,9 @@
 //!   its body, which a proxy would report as its upstream failing
 //!   ([`refusal`]: the body is discarded behind the answer, within bounds).
 //! - Stateless mode keeps no session between requests, so replicas behind a
-//!   load balancer need no sticky sessions.
+//!   load balancer need no sticky sessions. A plain `tools/call` is then
+//!   answered without rmcp's per-request service ([`direct`]), after the
+//!   same checks.
 //! - A shutdown loses no request sent on a connection already open
 //!   ([`drain`]).
 //! - `/metrics` (when the operator turns it on) names the tools and how
@@ -42,6 +44,7 @@ use super::{InFlight, McpServer};
 #[cfg(feature = "otel")]
 use crate::telemetry::Telemetry;
 
+mod direct;
 pub mod drain;
 pub mod refusal;
 
@@ -159,6 +162,7 @@ impl McpServer {
         // Allowed names are for non-browser clients (which send no
         // `Origin`): browser pages keep to the server's own origins.
         hosts.extend(options.allowed_hosts.iter().cloned());
+        let direct = direct::Direct::new(self, hosts.clone(), options.max_body_bytes);
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(hosts)
             .with_allowed_origins(origins)
@@ -176,9 +180,14 @@ impl McpServer {
         );
         let tokens: Arc<Vec<String>> = Arc::new(options.tokens.clone());
         #[allow(unused_mut)]
-        let mut mcp = Router::new()
-            .route_service("/mcp", service)
-            .layer(axum::middleware::from_fn_with_state(posts, count_posts));
+        let mut mcp = Router::new().route_service("/mcp", service);
+        if options.stateless {
+            mcp = mcp.layer(axum::middleware::from_fn_with_state(
+                direct,
+                direct::answer_calls,
+            ));
+        }
+        mcp = mcp.layer(axum::middleware::from_fn_with_state(posts, count_posts));
         #[cfg(feature = "otel")]
         if let Some(telemetry) = &options.metrics {
             mcp = mcp.merge(metrics_router(telemetry.clone()));

@@ -1,0 +1,402 @@
+//! A stateless `tools/call` answered directly: one parse, one call, one
+//! write.
+//!
+//! rmcp serves each stateless POST by building a service for it: a service
+//! loop, a handler task, a sink task and a channel between each, for a
+//! request that is one call and one answer. This layer answers the common
+//! case itself, with rmcp's types: a single `tools/call` request without
+//! `_meta` (so without a progress token, a trace context or a per-request
+//! protocol version) from a client of a revision before 2026-07-28. The
+//! call goes through the same [`McpServer::call`](super::super::McpServer)
+//! as every other; a log line the tool sends turns the answer into an
+//! event stream, as rmcp does.
+//!
+//! Threat model: this path must not accept what rmcp would refuse. It takes
+//! a request only when every check rmcp makes of it passes, by rmcp's own
+//! rules (the `Host` header, no `Origin`, `Accept`, `Content-Type`, the
+//! protocol version, a declared body length within the cap), and passes
+//! anything else to rmcp unchanged, so every refusal is still rmcp's. The
+//! bearer token is checked before this layer, and the call's client, which
+//! declared no capabilities, can neither be asked to approve a call nor be
+//! given a task.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt};
+use rmcp::model::{
+    CallToolRequest, CallToolResponse, JsonRpcRequest, ProtocolVersion, RequestId,
+    RequestMetaObject, ServerJsonRpcMessage, ServerNotification, ServerResult,
+};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio_util::sync::CancellationToken;
+
+use super::super::{CallContext, McpServer, Notify};
+use rmcp::ErrorData as McpError;
+
+/// How often an event stream that carries a call's notifications sends a
+/// comment to keep proxies from closing it: rmcp's default.
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// What the layer needs: the server, and rmcp's configuration of the checks.
+#[derive(Clone)]
+pub(super) struct Direct {
+    server: McpServer,
+    allowed_hosts: Arc<Vec<String>>,
+    max_body_bytes: usize,
+}
+
+impl Direct {
+    /// Answers for `server` requests whose `Host` is one of
+    /// `allowed_hosts` (as rmcp reads them) and whose body is at most
+    /// `max_body_bytes`.
+    pub(super) fn new(
+        server: &McpServer,
+        allowed_hosts: Vec<String>,
+        max_body_bytes: usize,
+    ) -> Self {
+        Direct {
+            // Its log level is never set: stateless clients have none.
+            server: server.for_connection(),
+            allowed_hosts: Arc::new(allowed_hosts),
+            max_body_bytes,
+        }
+    }
+}
+
+/// Answers a stateless `tools/call` POST directly (see the module's docs);
+/// passes every other request on.
+pub(super) async fn answer_calls(
+    State(direct): State<Direct>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(length) = takes(&direct, request.method(), request.headers()) else {
+        return next.run(request).await;
+    };
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, length).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("Bad Request: the request body could not be read ({e})"),
+            )
+                .into_response();
+        }
+    };
+    let call = match serde_json::from_slice::<JsonRpcRequest<CallToolRequest>>(&bytes) {
+        Ok(call) if without_meta(&call) => call,
+        // Another method, `_meta`, a batch or bad JSON: rmcp's to answer.
+        _ => {
+            return next
+                .run(Request::from_parts(parts, Body::from(bytes)))
+                .await;
+        }
+    };
+    let (sender, notifications) = tokio::sync::mpsc::unbounded_channel();
+    let id = call.id;
+    let context = CallContext {
+        id: id.clone(),
+        meta: Default::default(),
+        // A client that goes away drops this future, and the call with it.
+        ct: CancellationToken::new(),
+        notify: Notify::Response(sender),
+        http: Some(parts),
+        session: None,
+    };
+    let server = direct.server;
+    let work = async move {
+        let response = server.call(call.request.params, context).await;
+        message(id, response)
+    };
+    let mut messages = Box::pin(in_order(work, notifications));
+    match messages.next().await {
+        Some(answer @ (ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_))) => {
+            match serde_json::to_vec(&answer) {
+                Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+                Err(e) => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("the answer could not be written: {e}"),
+                )
+                    .into_response(),
+            }
+        }
+        // A notification came first: all of them, then the answer, as
+        // events.
+        first => {
+            let events = futures::stream::iter(first).chain(messages).map(|message| {
+                let data = serde_json::to_string(&message).unwrap_or_default();
+                Ok::<_, Infallible>(Event::default().data(data))
+            });
+            let mut response = Sse::new(events)
+                .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+                .into_response();
+            response
+                .headers_mut()
+                .insert("x-accel-buffering", "no".parse().expect("a valid header"));
+            response
+        }
+    }
+}
+
+/// The request has no `_meta` (rmcp keeps it in the extensions), or an
+/// empty one.
+fn without_meta(call: &JsonRpcRequest<CallToolRequest>) -> bool {
+    let request = &call.request;
+    request
+        .extensions
+        .get::<RequestMetaObject>()
+        .is_none_or(|meta| meta.is_empty())
+        && request
+            .params
+            .meta
+            .as_ref()
+            .is_none_or(|meta| meta.is_empty())
+}
+
+/// The JSON-RPC message answering request `id` with `response`, as rmcp
+/// writes it for a client of a revision before 2026-07-28.
+fn message(id: RequestId, response: Result<CallToolResponse, McpError>) -> ServerJsonRpcMessage {
+    let result = response.and_then(|response| match response {
+        CallToolResponse::InputRequired(_) => Err(McpError::invalid_request(
+            "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
+            None,
+        )),
+        response => {
+            let mut result = ServerResult::from(response);
+            result.strip_result_type_for_legacy_peer();
+            result.strip_non_object_output_for_legacy_peer();
+            Ok(result)
+        }
+    });
+    match result {
+        Ok(result) => ServerJsonRpcMessage::response(result, id),
+        Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+    }
+}
+
+/// The call's notifications as it sends them, then its answer.
+fn in_order(
+    work: impl Future<Output = ServerJsonRpcMessage> + Send + 'static,
+    notifications: UnboundedReceiver<ServerNotification>,
+) -> impl Stream<Item = ServerJsonRpcMessage> + Send + 'static {
+    struct Progress {
+        work: Option<Pin<Box<dyn Future<Output = ServerJsonRpcMessage> + Send>>>,
+        answer: Option<ServerJsonRpcMessage>,
+        notifications: UnboundedReceiver<ServerNotification>,
+    }
+    let progress = Progress {
+        work: Some(Box::pin(work)),
+        answer: None,
+        notifications,
+    };
+    futures::stream::unfold(progress, |mut progress| async move {
+        if let Some(work) = progress.work.as_mut() {
+            tokio::select! {
+                biased;
+                Some(notification) = progress.notifications.recv() => {
+                    return Some((ServerJsonRpcMessage::notification(notification), progress));
+                }
+                answer = work => {
+                    progress.work = None;
+                    progress.answer = Some(answer);
+                }
+            }
+        }
+        // The call is over: what it sent before its answer goes first.
+        if let Ok(notification) = progress.notifications.try_recv() {
+            return Some((ServerJsonRpcMessage::notification(notification), progress));
+        }
+        let answer = progress.answer.take()?;
+        Some((answer, progress))
+    })
+}
+
+/// The declared body length, when the layer takes this request: a POST
+/// that passes each check rmcp would make of its head.
+fn takes(direct: &Direct, method: &Method, headers: &HeaderMap) -> Option<usize> {
+    if method != Method::POST || headers.contains_key(header::ORIGIN) {
+        return None;
+    }
+    if !host_allowed(headers, &direct.allowed_hosts)
+        || !accepts_json_and_events(headers)
+        || !content_is_json(headers)
+        || !version_served_by_headers(headers)
+    {
+        return None;
+    }
+    let length: usize = headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()?;
+    (length <= direct.max_body_bytes).then_some(length)
+}
+
+/// rmcp's rule: the `Host` header's name (bracketless, any case) is an
+/// allowed one, and so is its port if the allowed entry names one.
+fn host_allowed(headers: &HeaderMap, allowed_hosts: &[String]) -> bool {
+    let Some(host) = headers
+        .get(header::HOST)
+        .and_then(|host| host.to_str().ok())
+        .and_then(|host| host.parse::<http::uri::Authority>().ok())
+    else {
+        return false;
+    };
+    let name = normalized(host.host());
+    allowed_hosts.iter().any(|allowed| {
+        let allowed = allowed.trim();
+        let (allowed_name, allowed_port) = match allowed.parse::<http::uri::Authority>() {
+            Ok(authority) => (normalized(authority.host()), authority.port_u16()),
+            Err(_) => (normalized(allowed), None),
+        };
+        !allowed.is_empty()
+            && allowed_name == name
+            && allowed_port.is_none_or(|port| host.port_u16() == Some(port))
+    })
+}
+
+fn normalized(host: &str) -> String {
+    host.trim_matches(['[', ']']).to_ascii_lowercase()
+}
+
+/// `Accept` names both `application/json` and `text/event-stream`. A
+/// header with weights or quotes is left to rmcp, which reads them.
+fn accepts_json_and_events(headers: &HeaderMap) -> bool {
+    let (mut json, mut events) = (false, false);
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else {
+            return false;
+        };
+        if value.contains(['"', ';']) {
+            return false;
+        }
+        for media_type in value.split(',').map(str::trim) {
+            json |= media_type.eq_ignore_ascii_case("application/json");
+            events |= media_type.eq_ignore_ascii_case("text/event-stream");
+        }
+    }
+    json && events
+}
+
+/// `Content-Type` is `application/json`, with or without parameters.
+fn content_is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| {
+            let essence = value.split_once(';').map_or(value, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case("application/json")
+        })
+}
+
+/// No `MCP-Protocol-Version` (rmcp then assumes 2025-03-26), or a known
+/// version before 2026-07-28, whose requests carry no standard headers or
+/// per-request metadata to check.
+fn version_served_by_headers(headers: &HeaderMap) -> bool {
+    let Some(version) = headers.get("mcp-protocol-version") else {
+        return true;
+    };
+    let Ok(version) = version.to_str() else {
+        return false;
+    };
+    ProtocolVersion::KNOWN_VERSIONS.iter().any(|known| {
+        known.as_str() == version
+            && *known < ProtocolVersion::STANDARD_HEADERS
+            && *known < ProtocolVersion::V_2026_07_28
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, value.parse().unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn hosts_as_rmcp_reads_them() {
+        let allowed = ["localhost".to_string(), "::1".into(), "tools:8080".into()];
+        let host = |value| host_allowed(&headers(&[("host", value)]), &allowed);
+        assert!(host("localhost:3000"));
+        assert!(host("LOCALHOST"));
+        assert!(host("[::1]:3000"));
+        assert!(host("tools:8080"));
+        assert!(!host("tools:8081"));
+        assert!(!host("tools"));
+        assert!(!host("evil.example:3000"));
+        assert!(!host("not a host"));
+        assert!(!host_allowed(&HeaderMap::new(), &allowed));
+    }
+
+    #[test]
+    fn accept_must_name_both_without_weights() {
+        let accept = |value| accepts_json_and_events(&headers(&[("accept", value)]));
+        assert!(accept("application/json, text/event-stream"));
+        assert!(accept("TEXT/EVENT-STREAM,application/json"));
+        assert!(!accept("application/json"));
+        // A zero weight excludes a type: rmcp decides.
+        assert!(!accept("application/json, text/event-stream;q=0"));
+        assert!(!accepts_json_and_events(&HeaderMap::new()));
+        let split = headers(&[
+            ("accept", "application/json"),
+            ("accept", "text/event-stream"),
+        ]);
+        assert!(accepts_json_and_events(&split));
+    }
+
+    #[test]
+    fn only_calls_without_meta() {
+        let parse = |body: &str| {
+            serde_json::from_str::<JsonRpcRequest<CallToolRequest>>(body).map(|c| without_meta(&c))
+        };
+        let plain = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{}}}"#;
+        assert!(parse(plain).unwrap());
+        let empty =
+            r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"t","_meta":{}}}"#;
+        assert!(parse(empty).unwrap());
+        let progress = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","_meta":{"progressToken":1}}}"#;
+        assert!(!parse(progress).unwrap());
+        let listing = r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}"#;
+        assert!(parse(listing).is_err());
+        let notification = r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"t"}}"#;
+        assert!(parse(notification).is_err());
+        let old = r#"{"jsonrpc":"1.0","id":7,"method":"tools/call","params":{"name":"t"}}"#;
+        assert!(parse(old).is_err());
+    }
+
+    #[test]
+    fn content_type_and_versions() {
+        assert!(content_is_json(&headers(&[(
+            "content-type",
+            "application/json; charset=utf-8"
+        )])));
+        assert!(!content_is_json(&headers(&[(
+            "content-type",
+            "text/plain"
+        )])));
+        assert!(!content_is_json(&HeaderMap::new()));
+        let version =
+            |value| version_served_by_headers(&headers(&[("mcp-protocol-version", value)]));
+        assert!(version_served_by_headers(&HeaderMap::new()));
+        assert!(version("2025-06-18"));
+        assert!(version("2025-11-25"));
+        // Standard headers and per-request metadata: rmcp checks them.
+        assert!(!version("2026-07-28"));
+        assert!(!version("1999-01-01"));
+    }
+}
