@@ -46,10 +46,9 @@ use rmcp::ErrorData as McpError;
 const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// What the layer needs: the server, and rmcp's configuration of the checks.
-#[derive(Clone)]
 pub(super) struct Direct {
     server: McpServer,
-    allowed_hosts: Arc<Vec<String>>,
+    allowed_hosts: Vec<String>,
     max_body_bytes: usize,
 }
 
@@ -61,20 +60,20 @@ impl Direct {
         server: &McpServer,
         allowed_hosts: Vec<String>,
         max_body_bytes: usize,
-    ) -> Self {
-        Direct {
+    ) -> Arc<Self> {
+        Arc::new(Direct {
             // Its log level is never set: stateless clients have none.
             server: server.for_connection(),
-            allowed_hosts: Arc::new(allowed_hosts),
+            allowed_hosts,
             max_body_bytes,
-        }
+        })
     }
 }
 
 /// Answers a stateless `tools/call` POST directly (see the module's docs);
 /// passes every other request on.
 pub(super) async fn answer_calls(
-    State(direct): State<Direct>,
+    State(direct): State<Arc<Direct>>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -112,8 +111,8 @@ pub(super) async fn answer_calls(
         http: Some(parts),
         session: None,
     };
-    let server = direct.server;
     let work = async move {
+        let server = &direct.server;
         let response = server.call(call.request.params, context).await;
         message(id, response)
     };

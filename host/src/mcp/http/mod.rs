@@ -180,7 +180,16 @@ impl McpServer {
         );
         let tokens: Arc<Vec<String>> = Arc::new(options.tokens.clone());
         #[allow(unused_mut)]
-        let mut mcp = Router::new().route_service("/mcp", service);
+        // axum clones a route's service for every request, and rmcp's
+        // service holds its configuration by value: share one instead.
+        let service = Arc::new(service);
+        let mut mcp = Router::new().route(
+            "/mcp",
+            axum::routing::any(move |request: Request| {
+                let service = service.clone();
+                async move { service.handle(request).await }
+            }),
+        );
         if options.stateless {
             mcp = mcp.layer(axum::middleware::from_fn_with_state(
                 direct,
