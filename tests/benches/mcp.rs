@@ -1,6 +1,6 @@
 //! MCP's cost per call: `toolcage serve` (release build) over stdio with 1
 //! and with 8 requests in flight, and over Streamable HTTP (stateless,
-//! keep-alive) with 8 concurrent clients, beside the library's own
+//! keep-alive) with 1 and with 8 concurrent clients, beside the library's own
 //! `Registry::call` with 1 and 2 callers, in the same run, on the trivial
 //! `constant` tool. The clients are minimal JSON-RPC writers, so the figures
 //! are the server's.
@@ -19,6 +19,8 @@ use toolcage_tests::bench::{read_response, release_binary};
 use toolcage_tests::guests;
 
 const CALLS: usize = 4_000;
+/// More over HTTP, where 4,000 calls take well under a second.
+const HTTP_CALLS: usize = 16_000;
 const WARM_UP: usize = 300;
 
 fn main() {
@@ -61,6 +63,8 @@ fn main() {
     report("MCP stdio, 8 in flight", &eight, eight_per_second);
     stdio.stop();
 
+    let (http_one, one_client_per_second) = http_clients(&bin, &args, 1);
+    report("MCP HTTP, 1 keep-alive client", &http_one, one_client_per_second);
     let (http, per_second) = http_clients(&bin, &args, 8);
     report("MCP HTTP, 8 keep-alive clients", &http, per_second);
 
@@ -277,7 +281,7 @@ fn http_clients(bin: &std::path::Path, args: &[&str], clients: usize) -> (Vec<Du
         handle.join().unwrap();
     }
     let started = Instant::now();
-    let handles: Vec<_> = (0..clients).map(|_| run(CALLS / clients)).collect();
+    let handles: Vec<_> = (0..clients).map(|_| run(HTTP_CALLS / clients)).collect();
     let mut latencies = Vec::new();
     for handle in handles {
         latencies.extend(handle.join().unwrap());
