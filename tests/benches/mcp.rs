@@ -64,7 +64,11 @@ fn main() {
     stdio.stop();
 
     let (http_one, one_client_per_second) = http_clients(&bin, &args, 1);
-    report("MCP HTTP, 1 keep-alive client", &http_one, one_client_per_second);
+    report(
+        "MCP HTTP, 1 keep-alive client",
+        &http_one,
+        one_client_per_second,
+    );
     let (http, per_second) = http_clients(&bin, &args, 8);
     report("MCP HTTP, 8 keep-alive clients", &http, per_second);
 
