@@ -238,6 +238,10 @@ def test_a_plain_stateless_call_is_answered_as_rmcp_answers_it(config_file):
         }
         for case, (headers, status) in refused.items():
             assert exchange(url, call, headers)[0] == status, case
+        # Only `/mcp` serves calls; a response's fields beside a request's
+        # make the message invalid (rmcp: 415).
+        assert exchange(url.replace("/mcp", "/other"), call)[0] == 404
+        assert exchange(url, {**call, "result": {}})[0] == 415
         # Whatever rmcp answers for a batch, it is not a call's result.
         batch = exchange(url, [call])
         assert batch[0] != 200 or "result" not in json.dumps(batch[2]), batch

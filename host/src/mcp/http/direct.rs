@@ -23,6 +23,7 @@
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -32,8 +33,9 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use rmcp::model::{
-    CallToolRequest, CallToolResponse, JsonRpcRequest, ProtocolVersion, RequestId,
-    RequestMetaObject, ServerJsonRpcMessage, ServerNotification, ServerResult,
+    CallToolRequest, CallToolResponse, ClientJsonRpcMessage, ClientRequest, JsonRpcRequest,
+    ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerNotification,
+    ServerResult,
 };
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
@@ -50,22 +52,26 @@ pub(super) struct Direct {
     server: McpServer,
     allowed_hosts: Vec<String>,
     max_body_bytes: usize,
+    /// Ends the event streams, once the calls have answered.
+    shutdown: CancellationToken,
 }
 
 impl Direct {
     /// Answers for `server` requests whose `Host` is one of
     /// `allowed_hosts` (as rmcp reads them) and whose body is at most
-    /// `max_body_bytes`.
+    /// `max_body_bytes`; `shutdown` ends its event streams.
     pub(super) fn new(
         server: &McpServer,
         allowed_hosts: Vec<String>,
         max_body_bytes: usize,
+        shutdown: CancellationToken,
     ) -> Arc<Self> {
         Arc::new(Direct {
             // Its log level is never set: stateless clients have none.
             server: server.for_connection(),
             allowed_hosts,
             max_body_bytes,
+            shutdown,
         })
     }
 }
@@ -91,8 +97,14 @@ pub(super) async fn answer_calls(
                 .into_response();
         }
     };
-    let call = match serde_json::from_slice::<JsonRpcRequest<CallToolRequest>>(&bytes) {
-        Ok(call) if without_meta(&call) => call,
+    // rmcp's own parse, so that what it refuses (a response's fields beside
+    // a request's, say) is refused here too.
+    let call = match serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) {
+        Ok(ClientJsonRpcMessage::Request(JsonRpcRequest {
+            id,
+            request: ClientRequest::CallToolRequest(call),
+            ..
+        })) if without_meta(&call) => (id, call.params),
         // Another method, `_meta`, a batch or bad JSON: rmcp's to answer.
         _ => {
             return next
@@ -100,22 +112,25 @@ pub(super) async fn answer_calls(
                 .await;
         }
     };
+    let (id, params) = call;
     let (sender, notifications) = tokio::sync::mpsc::unbounded_channel();
-    let id = call.id;
+    let cancel = CancellationToken::new();
     let context = CallContext {
         id: id.clone(),
         meta: Default::default(),
-        // A client that goes away drops this future, and the call with it.
-        ct: CancellationToken::new(),
+        ct: cancel.clone(),
         notify: Notify::Response(sender),
         http: Some(parts),
         session: None,
     };
-    let work = async move {
-        let server = &direct.server;
-        let response = server.call(call.request.params, context).await;
-        message(id, response)
-    };
+    let shutdown = direct.shutdown.clone();
+    let work = Finishing::new(
+        async move {
+            let response = direct.server.call(params, context).await;
+            message(id, response)
+        },
+        cancel.clone(),
+    );
     let mut messages = Box::pin(in_order(work, notifications));
     match messages.next().await {
         Some(answer @ (ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_))) => {
@@ -129,12 +144,27 @@ pub(super) async fn answer_calls(
             }
         }
         // A notification came first: all of them, then the answer, as
-        // events.
+        // events. The call goes on by itself, whether or not the client
+        // reads; a client that goes away (its stream dropped) cancels it,
+        // and a shutdown ends the stream once the calls have answered.
         first => {
-            let events = futures::stream::iter(first).chain(messages).map(|message| {
-                let data = serde_json::to_string(&message).unwrap_or_default();
-                Ok::<_, Infallible>(Event::default().data(data))
+            let (sender, mut received) = tokio::sync::mpsc::unbounded_channel();
+            sender.send(first).ok();
+            tokio::spawn(async move {
+                while let Some(message) = messages.next().await {
+                    sender.send(Some(message)).ok();
+                }
             });
+            let gone = cancel.drop_guard();
+            let shutdown = shutdown.cancelled_owned();
+            let events = futures::stream::poll_fn(move |cx| received.poll_recv(cx))
+                .filter_map(std::future::ready)
+                .take_until(shutdown)
+                .map(move |message| {
+                    let _gone = &gone;
+                    let data = serde_json::to_string(&message).unwrap_or_default();
+                    Ok::<_, Infallible>(Event::default().data(data))
+                });
             let mut response = Sse::new(events)
                 .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
                 .into_response();
@@ -146,19 +176,59 @@ pub(super) async fn answer_calls(
     }
 }
 
-/// The request has no `_meta` (rmcp keeps it in the extensions), or an
-/// empty one.
-fn without_meta(call: &JsonRpcRequest<CallToolRequest>) -> bool {
-    let request = &call.request;
-    request
-        .extensions
+/// A call that, dropped before its end (its client went away before the
+/// answer), is cancelled and finished on a task of its own, as rmcp's
+/// are: the guest stops within milliseconds, and what ends a call (its
+/// sandbox's release, the count of calls running, its telemetry) still
+/// happens.
+struct Finishing {
+    work: Option<Pin<Box<dyn Future<Output = ServerJsonRpcMessage> + Send>>>,
+    cancel: CancellationToken,
+}
+
+impl Finishing {
+    fn new(
+        work: impl Future<Output = ServerJsonRpcMessage> + Send + 'static,
+        cancel: CancellationToken,
+    ) -> Self {
+        Finishing {
+            work: Some(Box::pin(work)),
+            cancel,
+        }
+    }
+}
+
+impl Future for Finishing {
+    type Output = ServerJsonRpcMessage;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(work) = self.work.as_mut() else {
+            return Poll::Pending;
+        };
+        let answer = std::task::ready!(work.as_mut().poll(cx));
+        self.work = None;
+        Poll::Ready(answer)
+    }
+}
+
+impl Drop for Finishing {
+    fn drop(&mut self) {
+        if let Some(work) = self.work.take() {
+            self.cancel.cancel();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(work);
+            }
+        }
+    }
+}
+
+/// The call has no `_meta` (rmcp keeps it in the extensions), or an empty
+/// one.
+fn without_meta(call: &CallToolRequest) -> bool {
+    call.extensions
         .get::<RequestMetaObject>()
         .is_none_or(|meta| meta.is_empty())
-        && request
-            .params
-            .meta
-            .as_ref()
-            .is_none_or(|meta| meta.is_empty())
+        && call.params.meta.as_ref().is_none_or(|meta| meta.is_empty())
 }
 
 /// The JSON-RPC message answering request `id` with `response`, as rmcp
@@ -184,16 +254,16 @@ fn message(id: RequestId, response: Result<CallToolResponse, McpError>) -> Serve
 
 /// The call's notifications as it sends them, then its answer.
 fn in_order(
-    work: impl Future<Output = ServerJsonRpcMessage> + Send + 'static,
+    work: Finishing,
     notifications: UnboundedReceiver<ServerNotification>,
 ) -> impl Stream<Item = ServerJsonRpcMessage> + Send + 'static {
     struct Progress {
-        work: Option<Pin<Box<dyn Future<Output = ServerJsonRpcMessage> + Send>>>,
+        work: Option<Finishing>,
         answer: Option<ServerJsonRpcMessage>,
         notifications: UnboundedReceiver<ServerNotification>,
     }
     let progress = Progress {
-        work: Some(Box::pin(work)),
+        work: Some(work),
         answer: None,
         notifications,
     };
@@ -360,8 +430,12 @@ mod tests {
 
     #[test]
     fn only_calls_without_meta() {
-        let parse = |body: &str| {
-            serde_json::from_str::<JsonRpcRequest<CallToolRequest>>(body).map(|c| without_meta(&c))
+        let parse = |body: &str| match serde_json::from_str::<ClientJsonRpcMessage>(body) {
+            Ok(ClientJsonRpcMessage::Request(JsonRpcRequest {
+                request: ClientRequest::CallToolRequest(call),
+                ..
+            })) => Ok(without_meta(&call)),
+            _ => Err(()),
         };
         let plain = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{}}}"#;
         assert!(parse(plain).unwrap());
@@ -376,6 +450,10 @@ mod tests {
         assert!(parse(notification).is_err());
         let old = r#"{"jsonrpc":"1.0","id":7,"method":"tools/call","params":{"name":"t"}}"#;
         assert!(parse(old).is_err());
+        // rmcp refuses a request with a response's fields.
+        let mixed =
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"},"result":{}}"#;
+        assert!(parse(mixed).is_err());
     }
 
     #[test]

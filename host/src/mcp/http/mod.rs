@@ -162,7 +162,12 @@ impl McpServer {
         // Allowed names are for non-browser clients (which send no
         // `Origin`): browser pages keep to the server's own origins.
         hosts.extend(options.allowed_hosts.iter().cloned());
-        let direct = direct::Direct::new(self, hosts.clone(), options.max_body_bytes);
+        let direct = direct::Direct::new(
+            self,
+            hosts.clone(),
+            options.max_body_bytes,
+            shutdown.clone(),
+        );
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(hosts)
             .with_allowed_origins(origins)
@@ -191,7 +196,8 @@ impl McpServer {
             }),
         );
         if options.stateless {
-            mcp = mcp.layer(axum::middleware::from_fn_with_state(
+            // On `/mcp` only, not on the fallback of unknown paths.
+            mcp = mcp.route_layer(axum::middleware::from_fn_with_state(
                 direct,
                 direct::answer_calls,
             ));
