@@ -27,7 +27,7 @@ use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -50,7 +50,7 @@ const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 /// What the layer needs: the server, and rmcp's configuration of the checks.
 pub(super) struct Direct {
     server: McpServer,
-    allowed_hosts: Vec<String>,
+    allowed_hosts: Vec<AllowedHost>,
     max_body_bytes: usize,
     /// Ends the event streams, once the calls have answered.
     shutdown: CancellationToken,
@@ -69,7 +69,10 @@ impl Direct {
         Arc::new(Direct {
             // Its log level is never set: stateless clients have none.
             server: server.for_connection(),
-            allowed_hosts,
+            allowed_hosts: allowed_hosts
+                .iter()
+                .filter_map(|entry| AllowedHost::parse(entry))
+                .collect(),
             max_body_bytes,
             shutdown,
         })
@@ -170,7 +173,7 @@ pub(super) async fn answer_calls(
                 .into_response();
             response
                 .headers_mut()
-                .insert("x-accel-buffering", "no".parse().expect("a valid header"));
+                .insert("x-accel-buffering", HeaderValue::from_static("no"));
             response
         }
     }
@@ -313,7 +316,7 @@ fn takes(direct: &Direct, method: &Method, headers: &HeaderMap) -> Option<usize>
 
 /// rmcp's rule: the `Host` header's name (bracketless, any case) is an
 /// allowed one, and so is its port if the allowed entry names one.
-fn host_allowed(headers: &HeaderMap, allowed_hosts: &[String]) -> bool {
+fn host_allowed(headers: &HeaderMap, allowed_hosts: &[AllowedHost]) -> bool {
     let Some(host) = headers
         .get(header::HOST)
         .and_then(|host| host.to_str().ok())
@@ -323,15 +326,38 @@ fn host_allowed(headers: &HeaderMap, allowed_hosts: &[String]) -> bool {
     };
     let name = normalized(host.host());
     allowed_hosts.iter().any(|allowed| {
-        let allowed = allowed.trim();
-        let (allowed_name, allowed_port) = match allowed.parse::<http::uri::Authority>() {
-            Ok(authority) => (normalized(authority.host()), authority.port_u16()),
-            Err(_) => (normalized(allowed), None),
-        };
-        !allowed.is_empty()
-            && allowed_name == name
-            && allowed_port.is_none_or(|port| host.port_u16() == Some(port))
+        allowed.name == name
+            && allowed
+                .port
+                .is_none_or(|port| host.port_u16() == Some(port))
     })
+}
+
+/// An allowed `Host`, read once as rmcp reads each entry on each request.
+struct AllowedHost {
+    name: String,
+    /// `None`: any port.
+    port: Option<u16>,
+}
+
+impl AllowedHost {
+    /// `None` for an empty entry, which rmcp skips.
+    fn parse(entry: &str) -> Option<Self> {
+        let entry = entry.trim();
+        if entry.is_empty() {
+            return None;
+        }
+        Some(match entry.parse::<http::uri::Authority>() {
+            Ok(authority) => AllowedHost {
+                name: normalized(authority.host()),
+                port: authority.port_u16(),
+            },
+            Err(_) => AllowedHost {
+                name: normalized(entry),
+                port: None,
+            },
+        })
+    }
 }
 
 fn normalized(host: &str) -> String {
@@ -399,7 +425,10 @@ mod tests {
 
     #[test]
     fn hosts_as_rmcp_reads_them() {
-        let allowed = ["localhost".to_string(), "::1".into(), "tools:8080".into()];
+        let allowed: Vec<_> = ["localhost", "::1", "tools:8080", " "]
+            .into_iter()
+            .filter_map(AllowedHost::parse)
+            .collect();
         let host = |value| host_allowed(&headers(&[("host", value)]), &allowed);
         assert!(host("localhost:3000"));
         assert!(host("LOCALHOST"));
