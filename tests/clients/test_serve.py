@@ -12,6 +12,11 @@ import time
 import urllib.error
 import urllib.request
 
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
 from conftest import BIN, INITIALIZE, server_args, start_http
 
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -245,6 +250,51 @@ def test_a_plain_stateless_call_is_answered_as_rmcp_answers_it(config_file):
         # Whatever rmcp answers for a batch, it is not a call's result.
         batch = exchange(url, [call])
         assert batch[0] != 200 or "result" not in json.dumps(batch[2]), batch
+    finally:
+        server.terminate()
+        assert server.wait(timeout=30) == 0
+
+
+@pytest.mark.anyio
+async def test_the_python_sdk_is_answered_on_the_direct_path(config_file):
+    """The official SDK, on a revision before 2026-07-28, against a
+    stateless server: its calls are plain (no `_meta`, an older
+    MCP-Protocol-Version), so toolcage answers them itself, and the SDK reads
+    the results, a tool error, and a tool's warning sent ahead of its result
+    as an event stream."""
+    server, url = start_http(config_file, "--stateless")
+    calls = []
+
+    async def record(request):
+        body = json.loads(request.content or b"{}")
+        if isinstance(body, dict) and body.get("method") == "tools/call":
+            calls.append((request.headers.get("mcp-protocol-version"), body))
+
+    logs = []
+
+    async def on_log(params):
+        logs.append((params.level, params.data))
+
+    try:
+        async with httpx2.AsyncClient(timeout=30, event_hooks={"request": [record]}) as http:
+            async with Client(
+                streamable_http_client(url, http_client=http),
+                mode="legacy",
+                logging_callback=on_log,
+            ) as client:
+                result = await client.call_tool("echo", {"text": "direct"})
+                assert result.content[0].text == "direct"
+                assert result.structured_content == {"length": 6}
+                wrong = await client.call_tool("echo", {"txt": 1})
+                assert wrong.is_error
+                warned = await client.call_tool("misbehave", {"mode": "warn"})
+                assert warned.content[0].text == "warned"
+        assert ("warning", "misbehave warns, as asked") in logs
+        # What makes them plain: direct.rs takes each of them.
+        assert len(calls) == 3
+        for version, body in calls:
+            assert version is not None and version < "2026-07-28", version
+            assert not body["params"].get("_meta"), body
     finally:
         server.terminate()
         assert server.wait(timeout=30) == 0
