@@ -3,7 +3,9 @@
 //! keep-alive) with 1 and with 8 concurrent clients, beside the library's own
 //! `Registry::call` with 1 and 2 callers, in the same run, on the trivial
 //! `constant` tool. The clients are minimal JSON-RPC writers, so the figures
-//! are the server's.
+//! are the server's. Each row is repeated against a floor (see [`floor`]),
+//! the least server that can answer the same clients: what this machine's
+//! pipes, sockets and wake-ups cost before any protocol work.
 //!
 //! Run with `cargo bench -p toolcage-tests --bench mcp`.
 
@@ -23,7 +25,14 @@ const CALLS: usize = 4_000;
 const HTTP_CALLS: usize = 16_000;
 const WARM_UP: usize = 300;
 
+/// Set to `stdio` or `http`, this bench runs as the floor's server instead.
+const FLOOR: &str = "TOOLCAGE_BENCH_FLOOR";
+
 fn main() {
+    if let Ok(transport) = std::env::var(FLOOR) {
+        floor::serve(&transport);
+        return;
+    }
     let bin = release_binary();
     let tools = tempfile::tempdir().expect("a temporary directory");
     std::fs::copy(
@@ -55,41 +64,100 @@ fn main() {
         two_per_second,
     );
 
-    let mut stdio = StdioClient::start(&bin, &args);
-    stdio.run(WARM_UP, 1);
-    let (one, one_per_second) = stdio.run(CALLS, 1);
-    report("MCP stdio, 1 in flight", &one, one_per_second);
-    let (eight, eight_per_second) = stdio.run(CALLS, 8);
-    report("MCP stdio, 8 in flight", &eight, eight_per_second);
-    stdio.stop();
+    let toolcage = || {
+        let mut command = Command::new(&bin);
+        command.args(args);
+        command
+    };
+    let toolcage_http = || {
+        let mut command = toolcage();
+        command.args(["--http", "127.0.0.1:0", "--stateless"]);
+        command
+    };
+    let floor = |transport: &str| {
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command.env(FLOOR, transport);
+        command
+    };
 
-    let (http_one, one_client_per_second) = http_clients(&bin, &args, 1);
+    let (one, one_per_second, eight, eight_per_second) = stdio_rows(toolcage());
+    report("MCP stdio, 1 in flight", &one, one_per_second);
+    report("MCP stdio, 8 in flight", &eight, eight_per_second);
+    let (floor_one, floor_one_per_second, floor_eight, floor_eight_per_second) =
+        stdio_rows(floor("stdio"));
+    report("floor stdio, 1 in flight", &floor_one, floor_one_per_second);
+    report(
+        "floor stdio, 8 in flight",
+        &floor_eight,
+        floor_eight_per_second,
+    );
+
+    let (http_one, one_client_per_second) = http_clients(toolcage_http(), 1);
     report(
         "MCP HTTP, 1 keep-alive client",
         &http_one,
         one_client_per_second,
     );
-    let (http, per_second) = http_clients(&bin, &args, 8);
+    let (http, per_second) = http_clients(toolcage_http(), 8);
     report("MCP HTTP, 8 keep-alive clients", &http, per_second);
+    let (floor_http_one, floor_http_one_per_second) = http_clients(floor("http"), 1);
+    report(
+        "floor HTTP, 1 keep-alive client",
+        &floor_http_one,
+        floor_http_one_per_second,
+    );
+    let (floor_http, floor_http_per_second) = http_clients(floor("http"), 8);
+    report(
+        "floor HTTP, 8 keep-alive clients",
+        &floor_http,
+        floor_http_per_second,
+    );
 
-    let over = median(&one).saturating_sub(median(&library_one.0));
-    println!("\ntargets, as ratios to the library in this run:");
+    let above = |latencies: &[Duration], baseline: &[Duration]| {
+        median(latencies).as_secs_f64() * 1e6 - median(baseline).as_secs_f64() * 1e6
+    };
+    println!("\ntargets, as ratios to the library in this run (the floor's own in brackets):");
     println!(
-        "  stdio p50 above the library's, 1 in flight: {:.1} µs (target <= 25)",
-        over.as_secs_f64() * 1e6
+        "  stdio p50 above the library's, 1 in flight: {:.1} µs [{:.1}] (target <= 25)",
+        above(&one, &library_one.0),
+        above(&floor_one, &library_one.0),
     );
     println!(
-        "  stdio p99 / the library's p99, 1 in flight: {:.2} (target <= 3)",
-        p99(&one).as_secs_f64() / p99(&library_one.0).as_secs_f64()
+        "  stdio p99 / the library's p99, 1 in flight: {:.2} [{:.2}] (target <= 3)",
+        p99(&one).as_secs_f64() / p99(&library_one.0).as_secs_f64(),
+        p99(&floor_one).as_secs_f64() / p99(&library_one.0).as_secs_f64(),
     );
     println!(
-        "  stdio calls/s with 8 in flight / library with 2 callers: {:.2} (target >= 0.7)",
-        eight_per_second / two_per_second
+        "  stdio calls/s with 8 in flight / library with 2 callers: {:.2} [{:.2}] (target >= 0.7)",
+        eight_per_second / two_per_second,
+        floor_eight_per_second / two_per_second,
     );
     println!(
-        "  HTTP calls/s with 8 clients / library with 2 callers: {:.2} (target >= 0.4)",
-        per_second / two_per_second
+        "  HTTP calls/s with 8 clients / library with 2 callers: {:.2} [{:.2}] (target >= 0.4)",
+        per_second / two_per_second,
+        floor_http_per_second / two_per_second,
     );
+    println!("toolcage against the floor:");
+    println!(
+        "  stdio p50 above the floor's, 1 in flight: {:.1} µs; calls/s with 8 in flight: {:.2}x the floor's",
+        above(&one, &floor_one),
+        eight_per_second / floor_eight_per_second,
+    );
+    println!(
+        "  HTTP p50 above the floor's, 1 client: {:.1} µs; calls/s with 8 clients: {:.2}x the floor's",
+        above(&http_one, &floor_http_one),
+        per_second / floor_http_per_second,
+    );
+}
+
+/// A warm-up, then 1 and 8 requests in flight on one stdio connection.
+fn stdio_rows(server: Command) -> (Vec<Duration>, f64, Vec<Duration>, f64) {
+    let mut stdio = StdioClient::start(server);
+    stdio.run(WARM_UP, 1);
+    let (one, one_per_second) = stdio.run(CALLS, 1);
+    let (eight, eight_per_second) = stdio.run(CALLS, 8);
+    stdio.stop();
+    (one, one_per_second, eight, eight_per_second)
 }
 
 fn report(label: &str, latencies: &[Duration], per_second: f64) {
@@ -170,9 +238,8 @@ struct StdioClient {
 }
 
 impl StdioClient {
-    fn start(bin: &std::path::Path, args: &[&str]) -> Self {
-        let mut child = Command::new(bin)
-            .args(args)
+    fn start(mut server: Command) -> Self {
+        let mut child = server
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -236,10 +303,8 @@ impl StdioClient {
 }
 
 /// `clients` threads, each with one keep-alive connection, calling in turn.
-fn http_clients(bin: &std::path::Path, args: &[&str], clients: usize) -> (Vec<Duration>, f64) {
-    let mut child = Command::new(bin)
-        .args(args)
-        .args(["--http", "127.0.0.1:0", "--stateless"])
+fn http_clients(mut server: Command, clients: usize) -> (Vec<Duration>, f64) {
+    let mut child = server
         .stderr(Stdio::piped())
         .spawn()
         .expect("toolcage serve --http starts");
@@ -294,4 +359,150 @@ fn http_clients(bin: &std::path::Path, args: &[&str], clients: usize) -> (Vec<Du
     child.kill().ok();
     child.wait().ok();
     (latencies, per_second)
+}
+
+/// The floor: the least a server can do to answer these requests on this
+/// machine, run by the bench itself as a child process with the same clients
+/// and the same library call. It takes no MCP SDK, checks nothing, and answers
+/// every request with a fixed `initialize` result or the call's output: over
+/// stdio a line loop on one thread that watches its input for 100 µs before it
+/// sleeps (as `toolcage serve` does), over HTTP a plain hyper server on a
+/// two-worker runtime. What toolcage costs above it is what its protocol
+/// handling, checks and scheduling cost; what the floor costs above the
+/// library is the pipe, the socket and the wake-ups of this machine.
+mod floor {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::fd::AsFd;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use serde_json::{Value, json};
+    use toolcage::Registry;
+    use toolcage_tests::guests;
+
+    pub fn serve(transport: &str) {
+        match transport {
+            "stdio" => stdio(),
+            "http" => http(),
+            other => panic!("no floor for {other}"),
+        }
+    }
+
+    async fn registry() -> Registry {
+        let mut registry = Registry::builder().build().unwrap();
+        assert!(registry.load_file(guests::FIXTURE_LEFTOVERS).await.is_ok());
+        registry
+    }
+
+    /// The answer to one JSON-RPC request, or `None` for a notification.
+    async fn answer(registry: &Registry, request: &[u8]) -> Option<Vec<u8>> {
+        let request: Value = serde_json::from_slice(request).unwrap();
+        let id = request.get("id")?;
+        let result = match request["method"].as_str() {
+            Some("tools/call") => {
+                let params = &request["params"];
+                let name = params["name"].as_str().unwrap();
+                let result = registry.call(name, params["arguments"].clone()).await;
+                json!({
+                    "content": [{ "type": "text", "text": result.output }],
+                    "isError": result.is_error,
+                })
+            }
+            _ => json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": { "tools": {} },
+                "serverInfo": { "name": "floor", "version": "1" },
+            }),
+        };
+        Some(serde_json::to_vec(&json!({ "jsonrpc": "2.0", "id": id, "result": result })).unwrap())
+    }
+
+    fn stdio() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let registry = runtime.block_on(registry());
+        let input = std::io::stdin().as_fd().try_clone_to_owned().unwrap();
+        let mut input = BufReader::new(std::fs::File::from(input));
+        let mut output = std::io::stdout().lock();
+        let mut line = Vec::new();
+        loop {
+            if input.buffer().is_empty() {
+                await_input(Duration::from_micros(100));
+            }
+            line.clear();
+            if input.read_until(b'\n', &mut line).unwrap() == 0 {
+                return;
+            }
+            if let Some(mut answer) = runtime.block_on(answer(&registry, &line)) {
+                answer.push(b'\n');
+                output.write_all(&answer).unwrap();
+                output.flush().unwrap();
+            }
+        }
+    }
+
+    /// Returns once standard input has something to read, or after `limit`.
+    fn await_input(limit: Duration) {
+        let until = Instant::now() + limit;
+        let mut input = libc::pollfd {
+            fd: libc::STDIN_FILENO,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        while Instant::now() < until {
+            // SAFETY: one valid `pollfd`, and a zero timeout.
+            #[allow(unsafe_code)]
+            if unsafe { libc::poll(&mut input, 1, 0) } != 0 {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    fn http() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let registry = Arc::new(registry().await);
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            eprintln!(
+                "toolcage: serving MCP at http://{}/mcp",
+                listener.local_addr().unwrap()
+            );
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                stream.set_nodelay(true).unwrap();
+                let registry = registry.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(
+                        move |request: hyper::Request<hyper::body::Incoming>| {
+                            let registry = registry.clone();
+                            async move {
+                                let body = request.into_body().collect().await?.to_bytes();
+                                let answer = answer(&registry, &body).await.unwrap_or_default();
+                                Ok::<_, hyper::Error>(
+                                    hyper::Response::builder()
+                                        .header("content-type", "application/json")
+                                        .body(Full::new(Bytes::from(answer)))
+                                        .unwrap(),
+                                )
+                            }
+                        },
+                    );
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, service)
+                        .await
+                        .ok();
+                });
+            }
+        });
+    }
 }
