@@ -324,9 +324,9 @@ fn host_allowed(headers: &HeaderMap, allowed_hosts: &[AllowedHost]) -> bool {
     else {
         return false;
     };
-    let name = normalized(host.host());
+    let name = host.host().trim_matches(['[', ']']);
     allowed_hosts.iter().any(|allowed| {
-        allowed.name == name
+        allowed.name.eq_ignore_ascii_case(name)
             && allowed
                 .port
                 .is_none_or(|port| host.port_u16() == Some(port))
@@ -335,6 +335,7 @@ fn host_allowed(headers: &HeaderMap, allowed_hosts: &[AllowedHost]) -> bool {
 
 /// An allowed `Host`, read once as rmcp reads each entry on each request.
 struct AllowedHost {
+    /// Bracketless, lowercase.
     name: String,
     /// `None`: any port.
     port: Option<u16>,
