@@ -7,6 +7,13 @@
 //! the least server that can answer the same clients: what this machine's
 //! pipes, sockets and wake-ups cost before any protocol work.
 //!
+//! Over stdio, where client and server run decides the p50 more than either
+//! does: a reply that wakes a client sleeping on the other core pays for that
+//! core's wake-up, which on a virtual machine costs more than the call, while
+//! a client on the server's own core is only switched to. The scheduler picks
+//! either from run to run, so the stdio row at 1 in flight is also measured
+//! with client and server pinned to one core and to two (see [`Placement`]).
+//!
 //! Run with `cargo bench -p toolcage-tests --bench mcp`.
 
 use std::collections::HashMap;
@@ -91,6 +98,30 @@ fn main() {
         &floor_eight,
         floor_eight_per_second,
     );
+    let mut pinned = Vec::new();
+    for placement in [Placement::OneCore, Placement::TwoCores] {
+        let Some(cores) = placement.cores() else {
+            println!(
+                "(stdio {}: not measured, fewer than two cores)",
+                placement.label()
+            );
+            continue;
+        };
+        let label = placement.label();
+        let (toolcage_one, per_second) = stdio_pinned(toolcage(), cores);
+        report(
+            &format!("MCP stdio, 1 in flight, {label}"),
+            &toolcage_one,
+            per_second,
+        );
+        let (floor_one, per_second) = stdio_pinned(floor("stdio"), cores);
+        report(
+            &format!("floor stdio, 1 in flight, {label}"),
+            &floor_one,
+            per_second,
+        );
+        pinned.push((label, toolcage_one, floor_one));
+    }
 
     let (http_one, one_client_per_second) = http_clients(toolcage_http(), 1);
     report(
@@ -122,6 +153,13 @@ fn main() {
         above(&one, &library_one.0),
         above(&floor_one, &library_one.0),
     );
+    for (label, toolcage_one, floor_one) in &pinned {
+        println!(
+            "    {label}: {:.1} µs [{:.1}]",
+            above(toolcage_one, &library_one.0),
+            above(floor_one, &library_one.0),
+        );
+    }
     println!(
         "  stdio p99 / the library's p99, 1 in flight: {:.2} [{:.2}] (target <= 3)",
         p99(&one).as_secs_f64() / p99(&library_one.0).as_secs_f64(),
@@ -143,6 +181,9 @@ fn main() {
         above(&one, &floor_one),
         eight_per_second / floor_eight_per_second,
     );
+    for (label, toolcage_one, floor_one) in &pinned {
+        println!("    {label}: {:.1} µs", above(toolcage_one, floor_one));
+    }
     println!(
         "  HTTP p50 above the floor's, 1 client: {:.1} µs; calls/s with 8 clients: {:.2}x the floor's",
         above(&http_one, &floor_http_one),
@@ -158,6 +199,89 @@ fn stdio_rows(server: Command) -> (Vec<Duration>, f64, Vec<Duration>, f64) {
     let (eight, eight_per_second) = stdio.run(CALLS, 8);
     stdio.stop();
     (one, one_per_second, eight, eight_per_second)
+}
+
+/// Where a pinned stdio row runs its client and its server.
+#[derive(Clone, Copy)]
+enum Placement {
+    /// Both on one core: each reply switches to the client on that core.
+    OneCore,
+    /// Each on its own core: each reply wakes the client's core.
+    TwoCores,
+}
+
+impl Placement {
+    fn label(self) -> &'static str {
+        match self {
+            Placement::OneCore => "pinned to one core",
+            Placement::TwoCores => "pinned to two cores",
+        }
+    }
+
+    /// The client's core and the server's, from those this bench may use.
+    fn cores(self) -> Option<(usize, usize)> {
+        let allowed = affinity();
+        let mut cores = (0..libc::CPU_SETSIZE as usize).filter(|&core| {
+            // SAFETY: `core` is below CPU_SETSIZE, within the set.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::CPU_ISSET(core, &allowed)
+            }
+        });
+        let (client, other) = (cores.next()?, cores.next()?);
+        match self {
+            Placement::OneCore => Some((client, client)),
+            Placement::TwoCores => Some((client, other)),
+        }
+    }
+}
+
+/// The cores the calling thread may run on.
+fn affinity() -> libc::cpu_set_t {
+    // SAFETY: a zeroed cpu_set_t is an empty set; the call fills it.
+    #[allow(unsafe_code)]
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        assert_eq!(libc::sched_getaffinity(0, size, &mut set), 0);
+        set
+    }
+}
+
+/// Lets the calling thread (and the processes it starts) run only on `cores`.
+fn set_affinity(cores: &libc::cpu_set_t) {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: a valid set of the size given.
+    #[allow(unsafe_code)]
+    let set = unsafe { libc::sched_setaffinity(0, size, cores) };
+    assert_eq!(set, 0, "{}", std::io::Error::last_os_error());
+}
+
+/// One core as a set.
+fn only(core: usize) -> libc::cpu_set_t {
+    // SAFETY: a zeroed cpu_set_t is an empty set; `core` is below
+    // CPU_SETSIZE (it came from one).
+    #[allow(unsafe_code)]
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        set
+    }
+}
+
+/// A warm-up, then 1 request in flight, with the server started on the
+/// second of `cores` (it inherits this thread's affinity) and this thread,
+/// the client, on the first; the affinity is restored after.
+fn stdio_pinned(server: Command, (client, server_core): (usize, usize)) -> (Vec<Duration>, f64) {
+    let allowed = affinity();
+    set_affinity(&only(server_core));
+    let mut stdio = StdioClient::start(server);
+    set_affinity(&only(client));
+    stdio.run(WARM_UP, 1);
+    let row = stdio.run(CALLS, 1);
+    stdio.stop();
+    set_affinity(&allowed);
+    row
 }
 
 fn report(label: &str, latencies: &[Duration], per_second: f64) {
