@@ -100,14 +100,8 @@ pub(super) async fn answer_calls(
                 .into_response();
         }
     };
-    // rmcp's own parse, so that what it refuses (a response's fields beside
-    // a request's, say) is refused here too.
-    let call = match serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) {
-        Ok(ClientJsonRpcMessage::Request(JsonRpcRequest {
-            id,
-            request: ClientRequest::CallToolRequest(call),
-            ..
-        })) if without_meta(&call) => (id, call.params),
+    let call = match call_request(&bytes) {
+        Some((id, call)) if without_meta(&call) => (id, call.params),
         // Another method, `_meta`, a batch or bad JSON: rmcp's to answer.
         _ => {
             return next
@@ -223,6 +217,53 @@ impl Drop for Finishing {
             }
         }
     }
+}
+
+/// A `tools/call` request, parsed as rmcp parses it (so that what rmcp
+/// refuses, a response's fields beside a request's say, is refused here
+/// too), or `None` for anything else.
+fn call_request(bytes: &[u8]) -> Option<(RequestId, CallToolRequest)> {
+    if let Some(request) = plain_call(bytes) {
+        return Some((request.id, request.request));
+    }
+    match serde_json::from_slice::<ClientJsonRpcMessage>(bytes) {
+        Ok(ClientJsonRpcMessage::Request(JsonRpcRequest {
+            id,
+            request: ClientRequest::CallToolRequest(call),
+            ..
+        })) => Some((id, call)),
+        _ => None,
+    }
+}
+
+/// The quick way to [`call_request`]'s answer, for what it can decide.
+///
+/// rmcp reads a client's request as an untagged union of every method's
+/// type, failing through the thirteen methods ahead of `tools/call` before
+/// it reaches it: about 1.9 µs a call on the bench machine, against 0.6 µs
+/// here. So the keys that decide a message's kind are read first, as rmcp's
+/// shape check reads them, and a call is then parsed as rmcp's own
+/// `tools/call` request type alone. `None` where either step fails: rmcp's
+/// full parse decides those.
+fn plain_call(bytes: &[u8]) -> Option<JsonRpcRequest<CallToolRequest>> {
+    use serde::de::IgnoredAny;
+
+    /// The keys rmcp's shape check looks at, and the method.
+    #[derive(serde::Deserialize)]
+    struct Shape<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+        id: Option<IgnoredAny>,
+        result: Option<IgnoredAny>,
+        error: Option<IgnoredAny>,
+    }
+
+    let shape = serde_json::from_slice::<Shape>(bytes).ok()?;
+    let request = shape.method.as_deref() == Some("tools/call")
+        && shape.id.is_some()
+        && shape.result.is_none()
+        && shape.error.is_none();
+    request.then(|| serde_json::from_slice(bytes).ok())?
 }
 
 /// The call has no `_meta` (rmcp keeps it in the extensions), or an empty
@@ -458,14 +499,65 @@ mod tests {
         assert!(accepts_json_and_events(&split));
     }
 
+    /// Every message, parsed by rmcp as a whole, and whatever `call_request`
+    /// makes of it: the same call, or nothing where rmcp finds no call.
+    #[test]
+    fn calls_are_parsed_as_rmcp_parses_them() {
+        let messages = [
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{}}}"#,
+            r#"{"id":"a","params":{"arguments":{"n":1.5e3,"s":"\u00e9\n","deep":[{"x":null},-0,18446744073709551615]},"name":"t"},"method":"tools/call","jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","_meta":{"progressToken":1,"k":[1]}}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","requestState":"s","inputResponses":{}},"extra":true}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"},"error":{"code":1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","method":"tools/list","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"id":8,"method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":7}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","id":7.5,"method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"1.0","id":7,"method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}"#,
+            r#"[{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}]"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}} trailing"#,
+            "",
+        ];
+        // The calls the quick parse reads itself; it leaves the rest to rmcp.
+        let quick_ones = &messages[..4];
+        for message in messages {
+            let rmcp = match serde_json::from_str::<ClientJsonRpcMessage>(message) {
+                Ok(ClientJsonRpcMessage::Request(JsonRpcRequest {
+                    id,
+                    request: ClientRequest::CallToolRequest(call),
+                    ..
+                })) => Some((id, call)),
+                _ => None,
+            };
+            let quick = plain_call(message.as_bytes());
+            assert_eq!(quick.is_some(), quick_ones.contains(&message), "{message}");
+            let ours = call_request(message.as_bytes());
+            let json = |call: &Option<(RequestId, CallToolRequest)>| {
+                call.as_ref()
+                    .map(|(id, call)| serde_json::to_string(&(id, call)).unwrap())
+            };
+            assert_eq!(json(&ours), json(&rmcp), "{message}");
+            assert_eq!(
+                ours.map(|(_, call)| without_meta(&call)),
+                rmcp.map(|(_, call)| without_meta(&call)),
+                "{message}"
+            );
+        }
+    }
+
     #[test]
     fn only_calls_without_meta() {
-        let parse = |body: &str| match serde_json::from_str::<ClientJsonRpcMessage>(body) {
-            Ok(ClientJsonRpcMessage::Request(JsonRpcRequest {
-                request: ClientRequest::CallToolRequest(call),
-                ..
-            })) => Ok(without_meta(&call)),
-            _ => Err(()),
+        let parse = |body: &str| match call_request(body.as_bytes()) {
+            Some((_, call)) => Ok(without_meta(&call)),
+            None => Err(()),
         };
         let plain = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{}}}"#;
         assert!(parse(plain).unwrap());
