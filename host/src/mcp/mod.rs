@@ -32,13 +32,14 @@ mod approval;
 mod cores;
 pub mod http;
 mod mapping;
+mod parse;
+mod stdio;
 pub mod tasks;
 #[cfg(feature = "otel")]
 mod telemetry;
 
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll, Waker};
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use rmcp::model::{
@@ -52,7 +53,6 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -233,7 +233,7 @@ impl McpServer {
         let idle = self.in_flight.clone();
         let core = cores::Cores::with_park_hook("toolcage-stdio", 1, move || {
             if idle.is_idle() {
-                await_stdin(STDIO_SPIN);
+                stdio::await_stdin(STDIO_SPIN);
             }
         })?;
         core.next()
@@ -253,12 +253,14 @@ impl McpServer {
         // Pipes (as clients launch servers) are driven by the IO reactor
         // rather than a blocking thread per read and write.
         let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
-        let input = DrainingInput {
+        let input = stdio::DrainingInput {
             inner: stdin,
             in_flight: in_flight.clone(),
         };
         let tasks = self.tasks.clone();
-        let running = self.serve((input, stdout)).await?;
+        let running = self
+            .serve(stdio::StdioTransport::new(input, stdout))
+            .await?;
         let stop = running.cancellation_token();
         let waiting = running.waiting();
         tokio::pin!(waiting);
@@ -797,7 +799,7 @@ impl InFlight {
     }
 
     /// Ready when no call runs; otherwise registers `waker`.
-    fn poll_idle(&self, waker: &Waker) -> Poll<()> {
+    pub(crate) fn poll_idle(&self, waker: &Waker) -> Poll<()> {
         let mut state = self.lock();
         if state.0 == 0 {
             return Poll::Ready(());
@@ -823,48 +825,5 @@ impl Drop for Running {
         if state.0 == 0 {
             state.1.drain(..).for_each(Waker::wake);
         }
-    }
-}
-
-/// Standard input whose end is held back while calls are running.
-struct DrainingInput<R> {
-    inner: R,
-    in_flight: InFlight,
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for DrainingInput<R> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        match Pin::new(&mut self.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) if buf.filled().len() == before => {
-                // The end of input: report it once no call is running.
-                self.in_flight.poll_idle(cx.waker()).map(Ok)
-            }
-            other => other,
-        }
-    }
-}
-
-/// Returns once standard input has something to read (or has ended), or
-/// after `limit`: a check without sleeping, each a system call.
-fn await_stdin(limit: Duration) {
-    let until = std::time::Instant::now() + limit;
-    let mut input = libc::pollfd {
-        fd: libc::STDIN_FILENO,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    while std::time::Instant::now() < until {
-        // SAFETY: one valid `pollfd`, and a zero timeout.
-        #[allow(unsafe_code)]
-        let ready = unsafe { libc::poll(&mut input, 1, 0) };
-        if ready != 0 {
-            return;
-        }
-        std::hint::spin_loop();
     }
 }
