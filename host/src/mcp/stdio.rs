@@ -39,7 +39,7 @@ use rmcp::ErrorData as McpError;
 
 /// The longest line read, its newline included: rmcp's
 /// `DEFAULT_MAX_LINE_LENGTH` (16 MiB), the cap of its HTTP transport too.
-pub(super) const LINE_CAP: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
+const LINE_CAP: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
 
 type Writer<W> = FramedWrite<W, JsonRpcMessageCodec<ServerJsonRpcMessage>>;
 type Sending = Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>>;
@@ -129,7 +129,7 @@ where
                 Ok(Line::Whole(line)) => line,
                 Ok(Line::Oversized) => {
                     tracing::error!(
-                        max_line_length = LINE_CAP,
+                        max_line_length = self.lines.decoder().cap,
                         "Incoming message exceeded the maximum line length, discarding it"
                     );
                     continue;
