@@ -5,7 +5,7 @@
 //! [`StdioTransport`] does what rmcp's own `AsyncRwTransport` does, and
 //! through rmcp's code wherever it can: every line that is not a plain call
 //! goes to rmcp's codec, which strips a byte order mark and a carriage
-//! return, skips the notifications of other protocols, and parses; a line
+//! return, parses, and skips a notification it cannot read; a line
 //! that is JSON but no message is answered with `Invalid Request`, one that
 //! is not JSON is ignored, as rmcp (and every official SDK) does; answers
 //! are written by rmcp's codec.
