@@ -96,7 +96,9 @@ pub struct Runner {
     /// The snapshot to run on instead of the registry's current one.
     pinned: Option<Arc<Registry>>,
     concurrency: usize,
-    permissions: Permissions,
+    /// Shared, so that a runner made per call (as the MCP server makes
+    /// them) does not copy the operator's rules.
+    permissions: Arc<Permissions>,
     approver: Option<Arc<dyn Approver>>,
     /// Why no one can approve here, when the embedder knows.
     unapprovable: Option<String>,
@@ -150,7 +152,7 @@ impl Runner {
             registry: registry.into(),
             pinned: None,
             concurrency: Self::DEFAULT_CONCURRENCY,
-            permissions: Permissions::deny_all(),
+            permissions: Arc::new(Permissions::deny_all()),
             approver: None,
             unapprovable: None,
             on_denial: OnDenial::default(),
@@ -203,9 +205,11 @@ impl Runner {
         self
     }
 
-    /// The rules deciding which calls run. Default: [`Permissions::deny_all`].
-    pub fn permissions(mut self, permissions: Permissions) -> Self {
-        self.permissions = permissions;
+    /// The rules deciding which calls run: a [`Permissions`], or one shared
+    /// in an `Arc` (as a server that makes a runner per call shares its
+    /// rules). Default: [`Permissions::deny_all`].
+    pub fn permissions(mut self, permissions: impl Into<Arc<Permissions>>) -> Self {
+        self.permissions = permissions.into();
         self
     }
 

@@ -65,12 +65,12 @@ fn object(schema: &Value) -> Arc<JsonObject> {
 /// its details as `structuredContent`, and their JSON as a second text
 /// block. An error result never carries `structuredContent`, which clients
 /// check against the output schema even when `isError` is set.
-pub fn call_result(result: &CallResult, has_output_schema: bool) -> CallToolResult {
-    let mut content = vec![ContentBlock::text(result.output.clone())];
+pub fn call_result(result: CallResult, has_output_schema: bool) -> CallToolResult {
+    let mut content = vec![ContentBlock::text(result.output)];
     let mut mapped = if result.is_error {
         CallToolResult::error(content)
     } else {
-        let structured = has_output_schema.then(|| result.details.clone()).flatten();
+        let structured = result.details.filter(|_| has_output_schema);
         if let Some(details) = &structured {
             content.push(ContentBlock::text(details.to_string()));
         }
@@ -220,7 +220,7 @@ mod tests {
 
     #[test]
     fn success_with_an_output_schema_has_structured_content() {
-        let mapped = call_result(&result(false, Some(json!({ "length": 3 }))), true);
+        let mapped = call_result(result(false, Some(json!({ "length": 3 }))), true);
         let mapped = serde_json::to_value(mapped).unwrap();
         assert_eq!(mapped["structuredContent"], json!({ "length": 3 }));
         assert_eq!(mapped["content"][0]["text"], "out");
@@ -236,7 +236,7 @@ mod tests {
 
     #[test]
     fn errors_carry_no_structured_content() {
-        let mapped = call_result(&result(true, Some(json!({ "length": 3 }))), true);
+        let mapped = call_result(result(true, Some(json!({ "length": 3 }))), true);
         let mapped = serde_json::to_value(mapped).unwrap();
         assert!(mapped.get("structuredContent").is_none());
         assert_eq!(mapped["isError"], true);
@@ -246,7 +246,7 @@ mod tests {
 
     #[test]
     fn details_without_an_output_schema_stay_out() {
-        let mapped = call_result(&result(false, Some(json!({ "n": 1 }))), false);
+        let mapped = call_result(result(false, Some(json!({ "n": 1 }))), false);
         assert!(mapped.structured_content.is_none());
         assert_eq!(mapped.content.len(), 1);
     }

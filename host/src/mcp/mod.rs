@@ -579,7 +579,7 @@ impl McpServer {
         let cancel = CancelToken::new();
         let mut runner = Runner::new(self.tools.clone())
             .pinned(registry.clone())
-            .permissions((*permissions).clone());
+            .permissions(permissions);
         match approver {
             Some(approver) => {
                 let approver: Arc<dyn Approver> = approver.into();
@@ -717,7 +717,7 @@ impl McpServer {
                 .into_iter()
                 .next()
                 .ok_or_else(|| McpError::internal_error("the call produced no result", None))?;
-            Ok(mapping::call_result(&result, has_output_schema).into())
+            Ok(mapping::call_result(result, has_output_schema).into())
         };
         let task_client = context.session.as_ref().filter(|session| {
             session
