@@ -19,6 +19,17 @@
 //! bearer token is checked before this layer, and the call's client, which
 //! declared no capabilities, can neither be asked to approve a call nor be
 //! given a task.
+//!
+//! Where it answers otherwise than rmcp, on purpose:
+//! - a body that cannot be read (the client went away, or sent less than
+//!   its `Content-Length`) is the client's fault: 400, where rmcp answers
+//!   500;
+//! - a call on a connection still open once the shutdown has ended the
+//!   event streams is run and answered, as [`super::drain`] promises every
+//!   request on an open connection; rmcp's stateless service, its token
+//!   cancelled, would answer 500 (`empty response`) and drop the call. The
+//!   connection's answer says `Connection: close`, and the server waits
+//!   for it within [`STRAGGLER_GRACE`](super::STRAGGLER_GRACE).
 
 use std::convert::Infallible;
 use std::pin::Pin;
