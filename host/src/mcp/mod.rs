@@ -544,7 +544,7 @@ impl McpServer {
     /// Runs a `tools/call`.
     async fn run_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: CallContext,
         #[cfg(feature = "otel")] origin: Option<&CallOrigin>,
     ) -> Result<CallToolResponse, McpError> {
@@ -555,7 +555,8 @@ impl McpServer {
         };
         let has_output_schema = info.descriptor.output_schema.is_some();
         let _running = self.in_flight.start();
-        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        // Taken, not copied: the approval reads the request's name and state only.
+        let arguments = Value::Object(request.arguments.take().unwrap_or_default());
         let permissions = self.permissions.load_full();
         let approver = match permissions.permission_for(&name) {
             Permission::Ask => match &context.session {
