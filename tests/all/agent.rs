@@ -1289,6 +1289,41 @@ async fn events_arrive_in_order_for_each_call() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_event_subscriber_gets_only_what_the_guest_reports() {
+    let events = Events::default();
+    let permissions = Permissions::allow_all()
+        .rule("fail", Permission::Deny)
+        .unwrap();
+    let runner = Runner::new(echo_registry().await)
+        .permissions(permissions)
+        .on_guest_event(events.sink());
+    let results = runner
+        .run(vec![
+            call("a", "echo", json!({ "text": "a", "sleep_ms": 10 })),
+            call("f", "fail", json!({})),
+            ToolCall::new("c", "echo", r#"{"text": "#),
+        ])
+        .await;
+    assert_eq!(results[0].output, "a", "the call ran as usual");
+    let order: Vec<String> = events
+        .all()
+        .iter()
+        .map(|e| format!("{} {}", e.call_id(), e.kind()))
+        .collect();
+    // No call or result events, so none at all for calls that did not run.
+    assert_eq!(order, ["a tool_log", "a tool_progress"]);
+
+    // `on_event` replaces it, with every event again.
+    let events = Events::default();
+    let runner = runner.on_event(events.sink());
+    runner
+        .run(vec![call("a", "echo", json!({ "text": "a" }))])
+        .await;
+    let kinds: Vec<&str> = events.all().iter().map(AgentEvent::kind).collect();
+    assert_eq!(kinds, ["tool_call", "tool_log", "tool_result"]);
+}
+
 // ---------------------------------------------------------------------------
 // The result cache
 

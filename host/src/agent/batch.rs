@@ -51,6 +51,15 @@ pub struct CallReport {
 
 type EventSink = Arc<dyn Fn(AgentEvent) + Send + Sync>;
 
+/// The subscriber to a runner's events, and which it takes.
+#[derive(Clone)]
+struct Events {
+    sink: EventSink,
+    /// The runner's own [`AgentEvent::ToolCall`] and
+    /// [`AgentEvent::ToolResult`] too, not only what the guest reports.
+    runner_events: bool,
+}
+
 /// Runs batches of [`ToolCall`]s against a [`Registry`]. Cheap to clone
 /// (clones share the registry, approver, event subscriber and cache).
 ///
@@ -64,7 +73,8 @@ type EventSink = Arc<dyn Fn(AgentEvent) + Send + Sync>;
 /// - [`unapprovable`](Self::unapprovable): none (the denial gives no reason);
 /// - [`on_denial`](Self::on_denial): [`OnDenial::Continue`];
 /// - [`concurrency`](Self::concurrency): [`Runner::DEFAULT_CONCURRENCY`] (8);
-/// - [`on_event`](Self::on_event): no subscriber;
+/// - [`on_event`](Self::on_event) and
+///   [`on_guest_event`](Self::on_guest_event): no subscriber;
 /// - [`cache`](Self::cache): none (see [`ResultCache`] for why);
 /// - [`cancel_token`](Self::cancel_token): none.
 ///
@@ -103,7 +113,7 @@ pub struct Runner {
     /// Why no one can approve here, when the embedder knows.
     unapprovable: Option<String>,
     on_denial: OnDenial,
-    events: Option<EventSink>,
+    events: Option<Events>,
     cache: Option<ResultCache>,
     cancel: Option<CancelToken>,
     #[cfg(feature = "otel")]
@@ -236,9 +246,30 @@ impl Runner {
     }
 
     /// Receives every [`AgentEvent`], as it happens, on the task running the
-    /// call (keep it quick: send to a channel for slow work). Default: none.
+    /// call (keep it quick: send to a channel for slow work). Replaces
+    /// [`on_guest_event`](Self::on_guest_event). Default: none.
     pub fn on_event(mut self, subscriber: impl Fn(AgentEvent) + Send + Sync + 'static) -> Self {
-        self.events = Some(Arc::new(subscriber));
+        self.events = Some(Events {
+            sink: Arc::new(subscriber),
+            runner_events: true,
+        });
+        self
+    }
+
+    /// Receives only what the guests report while they run
+    /// ([`AgentEvent::ToolProgress`] and [`AgentEvent::ToolLog`]), as
+    /// [`on_event`](Self::on_event) does, and not the runner's own
+    /// `ToolCall` and `ToolResult`: for a frontend that has the call and
+    /// its result in hand (the MCP server), which then pays for no copy of
+    /// either. Replaces [`on_event`](Self::on_event). Default: none.
+    pub fn on_guest_event(
+        mut self,
+        subscriber: impl Fn(AgentEvent) + Send + Sync + 'static,
+    ) -> Self {
+        self.events = Some(Events {
+            sink: Arc::new(subscriber),
+            runner_events: false,
+        });
         self
     }
 
@@ -577,8 +608,8 @@ impl Runner {
         if let Some(token) = &self.cancel {
             options = options.cancel_token(token.clone());
         }
-        if let Some(sink) = &self.events {
-            let (sink, call_id, tool) = (sink.clone(), id, name.clone());
+        if let Some(events) = &self.events {
+            let (sink, call_id, tool) = (events.sink.clone(), id, name.clone());
             options = options.on_event(move |event| sink(guest_event(&call_id, &tool, event)));
         }
         // Parsed once here; text that is not JSON goes to the core, which
@@ -601,9 +632,10 @@ impl Runner {
         CallReport { result, metrics }
     }
 
+    /// Sends one of the runner's own events, if its subscriber takes them.
     fn emit(&self, event: impl FnOnce() -> AgentEvent) {
-        if let Some(sink) = &self.events {
-            sink(event());
+        if let Some(events) = self.events.as_ref().filter(|events| events.runner_events) {
+            (events.sink)(event());
         }
     }
 
@@ -647,7 +679,8 @@ fn timings(_trace: &Trace) -> Option<Arc<Mutex<Timings>>> {
 }
 
 /// A call with its arguments parsed once (`Err(())` when they are text that
-/// is not JSON).
+/// is not JSON). Arguments given as a value are moved into `parsed`,
+/// leaving `null` in the call.
 #[derive(Clone)]
 struct Prepared {
     call: ToolCall,
@@ -655,9 +688,10 @@ struct Prepared {
 }
 
 impl Prepared {
-    fn new(call: ToolCall) -> Self {
-        let parsed = match &call.arguments {
-            Arguments::Value(value) => Ok(value.clone()),
+    fn new(mut call: ToolCall) -> Self {
+        let parsed = match &mut call.arguments {
+            // Moved, not copied: once parsed, only `parsed` is read.
+            Arguments::Value(value) => Ok(std::mem::take(value)),
             Arguments::Json(text) => serde_json::from_str(text).map_err(|_| ()),
         };
         Prepared { call, parsed }

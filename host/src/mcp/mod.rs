@@ -595,9 +595,12 @@ impl McpServer {
         if let (Some(telemetry), Some(origin)) = (&self.telemetry, origin) {
             runner = runner.telemetry(telemetry.clone()).origin(origin.clone());
         }
-        let runner = runner.cancel_token(cancel.clone()).on_event(move |event| {
-            events.send(event).ok();
-        });
+        // The guest's events only: the call and its result are in hand here.
+        let runner = runner
+            .cancel_token(cancel.clone())
+            .on_guest_event(move |event| {
+                events.send(event).ok();
+            });
         let (notify, ct) = (context.notify, context.ct.clone());
         let progress_token = context.meta.get_progress_token();
         let threshold = self.log_threshold(&context.meta);
