@@ -1311,7 +1311,8 @@ async fn a_guest_event_subscriber_gets_only_what_the_guest_reports() {
         .iter()
         .map(|e| format!("{} {}", e.call_id(), e.kind()))
         .collect();
-    // No call or result events, so none at all for calls that did not run.
+    // No call or result events: none at all for the refused call, nor for
+    // the one whose arguments are not JSON (no guest ran for either).
     assert_eq!(order, ["a tool_log", "a tool_progress"]);
 
     // `on_event` replaces it, with every event again.

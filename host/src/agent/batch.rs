@@ -61,7 +61,8 @@ struct Events {
 }
 
 /// Runs batches of [`ToolCall`]s against a [`Registry`]. Cheap to clone
-/// (clones share the registry, approver, event subscriber and cache).
+/// (clones share the registry, permission rules, approver, event subscriber
+/// and cache).
 ///
 /// Defaults, each changed by the method of the same name:
 ///

@@ -40,7 +40,8 @@ fn millis<S: serde::Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S::E
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum AgentEvent {
-    /// The runner took up a call: the first event of every call.
+    /// The runner took up a call: the first event of every call (for an
+    /// [`on_event`](super::Runner::on_event) subscriber).
     ToolCall {
         /// The call's id.
         call_id: String,
@@ -78,7 +79,8 @@ pub enum AgentEvent {
         /// The text.
         message: String,
     },
-    /// The call finished, ran or not: the last event of every call.
+    /// The call finished, ran or not: the last event of every call (for an
+    /// [`on_event`](super::Runner::on_event) subscriber).
     ToolResult {
         /// The call's id.
         call_id: String,

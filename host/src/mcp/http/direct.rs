@@ -25,11 +25,14 @@
 //!   its `Content-Length`) is the client's fault: 400, where rmcp answers
 //!   500;
 //! - a call on a connection still open once the shutdown has ended the
-//!   event streams is run and answered, as [`super::drain`] promises every
-//!   request on an open connection; rmcp's stateless service, its token
-//!   cancelled, would answer 500 (`empty response`) and drop the call. The
-//!   connection's answer says `Connection: close`, and the server waits
-//!   for it within [`STRAGGLER_GRACE`](super::STRAGGLER_GRACE).
+//!   event streams is run, and answered when its answer is plain JSON (the
+//!   connection's answer says `Connection: close`, and the server waits for
+//!   it within [`STRAGGLER_GRACE`](super::STRAGGLER_GRACE)), where rmcp's
+//!   stateless service, its token cancelled, answers 500 (`empty
+//!   response`) and drops the call, as it does every request it takes
+//!   then. A call whose tool sends a notification first is answered as an
+//!   event stream, which the shutdown has already ended: it is cancelled,
+//!   as under rmcp.
 
 use std::convert::Infallible;
 use std::pin::Pin;

@@ -16,7 +16,7 @@
 //!   ([`refusal`]: the body is discarded behind the answer, within bounds).
 //! - Stateless mode keeps no session between requests, so replicas behind a
 //!   load balancer need no sticky sessions. A plain `tools/call` is then
-//!   answered without rmcp's per-request service ([`direct`]), after the
+//!   answered without rmcp's per-request service (`direct.rs`), after the
 //!   same checks.
 //! - A shutdown loses no request sent on a connection already open
 //!   ([`drain`]).
