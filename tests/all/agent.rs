@@ -1185,15 +1185,18 @@ async fn cancelling_a_concurrent_batch_cancels_every_call() {
 // ---------------------------------------------------------------------------
 // Events
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn events_arrive_in_order_for_each_call() {
-    let events = Events::default();
+/// A runner of the echo registry that refuses calls to `fail`.
+async fn runner_refusing_fail() -> Runner {
     let permissions = Permissions::allow_all()
         .rule("fail", Permission::Deny)
         .unwrap();
-    let runner = Runner::new(echo_registry().await)
-        .permissions(permissions)
-        .on_event(events.sink());
+    Runner::new(echo_registry().await).permissions(permissions)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn events_arrive_in_order_for_each_call() {
+    let events = Events::default();
+    let runner = runner_refusing_fail().await.on_event(events.sink());
     let calls = vec![
         call("a", "echo", json!({ "text": "a", "sleep_ms": 50 })),
         call("b", "echo", json!({ "text": "bb", "sleep_ms": 50 })),
@@ -1292,12 +1295,7 @@ async fn events_arrive_in_order_for_each_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guest_event_subscriber_gets_only_what_the_guest_reports() {
     let events = Events::default();
-    let permissions = Permissions::allow_all()
-        .rule("fail", Permission::Deny)
-        .unwrap();
-    let runner = Runner::new(echo_registry().await)
-        .permissions(permissions)
-        .on_guest_event(events.sink());
+    let runner = runner_refusing_fail().await.on_guest_event(events.sink());
     let results = runner
         .run(vec![
             call("a", "echo", json!({ "text": "a", "sleep_ms": 10 })),

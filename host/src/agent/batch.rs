@@ -249,12 +249,8 @@ impl Runner {
     /// Receives every [`AgentEvent`], as it happens, on the task running the
     /// call (keep it quick: send to a channel for slow work). Replaces
     /// [`on_guest_event`](Self::on_guest_event). Default: none.
-    pub fn on_event(mut self, subscriber: impl Fn(AgentEvent) + Send + Sync + 'static) -> Self {
-        self.events = Some(Events {
-            sink: Arc::new(subscriber),
-            runner_events: true,
-        });
-        self
+    pub fn on_event(self, subscriber: impl Fn(AgentEvent) + Send + Sync + 'static) -> Self {
+        self.subscribe(subscriber, true)
     }
 
     /// Receives only what the guests report while they run
@@ -263,13 +259,18 @@ impl Runner {
     /// `ToolCall` and `ToolResult`: for a frontend that has the call and
     /// its result in hand (the MCP server), which then pays for no copy of
     /// either. Replaces [`on_event`](Self::on_event). Default: none.
-    pub fn on_guest_event(
+    pub fn on_guest_event(self, subscriber: impl Fn(AgentEvent) + Send + Sync + 'static) -> Self {
+        self.subscribe(subscriber, false)
+    }
+
+    fn subscribe(
         mut self,
         subscriber: impl Fn(AgentEvent) + Send + Sync + 'static,
+        runner_events: bool,
     ) -> Self {
         self.events = Some(Events {
             sink: Arc::new(subscriber),
-            runner_events: false,
+            runner_events,
         });
         self
     }
