@@ -55,7 +55,7 @@ mod sandbox;
 #[cfg(feature = "otel")]
 pub mod telemetry;
 
-pub use call::{Arguments, CallOptions, CallResult};
+pub use call::{Arguments, CallOptions, CallResult, MAX_ARGUMENT_BYTES};
 pub use catalog::component::{Descriptor, Hints, Source};
 pub use catalog::live::{ChangeKind, LiveRegistry, ReloadReport, ToolChange};
 pub use catalog::oci;
@@ -81,4 +81,5 @@ pub use sandbox::net::{
 pub use sandbox::outcome::{CancelToken, GuestEvent, LogLevel, Logs};
 pub use sandbox::secrets::{
     Injection, InjectionError, MIN_SECRET_BYTES, Secret, SecretError, Secrets,
+    UNREDACTED_LOG_TARGETS, may_carry_unredacted_bytes,
 };

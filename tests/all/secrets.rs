@@ -76,6 +76,19 @@ fn everything(result: &CallResult, events: &[GuestEvent]) -> String {
     )
 }
 
+/// `value` as Python's `urllib.parse.quote` writes it: `/` as it is.
+fn quoted(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// How many requests `server` received carrying the token, and in which
 /// headers.
 fn token_seen(server: &Server) -> Vec<(String, String)> {
@@ -159,6 +172,129 @@ async fn a_secret_split_across_chunks_or_encoded_is_still_redacted() {
     assert!(!text.contains("T0ken-Value%2B9%2Fxyz"), "{text}");
     assert!(result.net.redactions >= paths.len() as u64);
     assert_eq!(token_seen(&server).len(), paths.len());
+}
+
+#[tokio::test]
+async fn a_secret_reflected_in_any_serializer_s_spelling_is_redacted() {
+    // PHP's json_encode (`\/`), .NET's System.Text.Json (`\u002B`, `\u0022`)
+    // and Python's quote (`/` raw, `+` as `%2B`): spellings a JSON parser or
+    // a URL decoder turns back into the exact secret.
+    let (server, registry) = one_origin().await;
+    let authority = server.authority();
+    let paths = [
+        "/reflect?encode=json-php",
+        "/reflect?encode=json-php&chunk=3",
+        "/reflect?encode=json-dotnet",
+        "/reflect?encode=json-dotnet&chunk=5",
+        "/reflect?encode=quote",
+        "/reflect?encode=quote&chunk=2",
+    ];
+    let requests: Vec<Value> = paths.iter().map(|p| request(&authority, p)).collect();
+    let (result, events) = probe(&registry, json!({ "requests": requests })).await;
+    assert!(!result.is_error, "{}", result.output);
+    let text = everything(&result, &events);
+    for (report, path) in result
+        .details
+        .clone()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(paths)
+    {
+        let body = report["body"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{path}: {report}"));
+        assert!(body.contains(REDACTED), "{path}: {body}");
+        // Decoded as the server encoded it, the body holds no secret.
+        let decoded = match path {
+            p if p.contains("quote") => percent_decoded(body),
+            _ => serde_json::from_str::<String>(body)
+                .unwrap_or_else(|e| panic!("{path}: {e}: {body}")),
+        };
+        assert!(!decoded.contains(TOKEN), "{path}: {decoded}");
+        assert!(
+            decoded.contains(&format!("Bearer {REDACTED}")),
+            "{path}: {decoded}"
+        );
+    }
+    assert!(!text.contains("T0ken-Value"), "{text}");
+    assert_eq!(result.net.redactions, paths.len() as u64);
+}
+
+/// `text` with its `%XX` escapes decoded.
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let hex = bytes
+            .get(at + 1..at + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[at], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                at += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn a_secret_echoed_as_the_content_coding_is_redacted_from_the_error() {
+    let (server, registry) = one_origin().await;
+    let (result, events) = probe(
+        &registry,
+        json!({ "requests": [request(&server.authority(), "/reflect?coding=echo")] }),
+    )
+    .await;
+    let report = &result.details.clone().unwrap()[0];
+    let error = report["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(error.contains("HttpResponseContentCoding"), "{error}");
+    assert!(error.contains(REDACTED), "{error}");
+    let text = everything(&result, &events);
+    assert!(text.contains(&format!("came {REDACTED}-encoded")), "{text}");
+    // Nor in any case: the coding was lower-cased before it was redacted.
+    let lower = text.to_lowercase();
+    assert!(!lower.contains(&TOKEN.to_lowercase()), "{text}");
+    assert!(!lower.contains("t0ken-value"), "{text}");
+}
+
+#[tokio::test]
+async fn a_refusal_cut_to_its_limit_keeps_no_start_of_a_secret() {
+    // The destination a refusal names is cut at 512 bytes: pad the URL so
+    // that the cut falls at every place inside the secret.
+    let key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+    let registry = registry(
+        builder()
+            .limits(quick_limits())
+            .secret(Secret::new("AWS_KEY", key).unwrap()),
+        &[guests::FIXTURE_NETPROBE],
+    )
+    .await;
+    let head = "GET http://127.0.0.2:9/".len() + "?k=".len();
+    let requests: Vec<Value> = (0..key.len())
+        .map(|inside| {
+            let pad = "a".repeat(512 - head - inside);
+            request("127.0.0.2:9", &format!("/{pad}?k={key}"))
+        })
+        .collect();
+    let (result, events) = probe(&registry, json!({ "requests": requests })).await;
+    assert!(!result.is_error, "{}", result.output);
+    let text = everything(&result, &events);
+    assert_eq!(text.matches(" refused: ").count(), 2 * key.len(), "{text}");
+    assert!(
+        !text.contains(&key[..4]),
+        "a secret's start survived the cut: {text}"
+    );
+    assert!(text.contains("[redacted secret AWS_KEY]"), "{text}");
 }
 
 #[tokio::test]
@@ -555,6 +691,12 @@ fn the_cli_shows_the_secret_nowhere() {
     .unwrap();
     let arguments =
         json!({ "requests": [request(&server.authority(), "/reflect?header=1")] }).to_string();
+    // A tool that holds the secret (a model passed it on) puts it in a URL:
+    // one refused, logged at `warn`, and one granted, traced by toolcage's
+    // sender and by wasi-http's bindings at `trace`.
+    let in_query = format!("/hello?k={}", quoted(TOKEN));
+    let refused = json!({ "requests": [request("127.0.0.2:9", &in_query)] }).to_string();
+    let granted = json!({ "requests": [request(&server.authority(), &in_query)] }).to_string();
     let mut captured = Vec::new();
     for args in [
         vec![
@@ -566,6 +708,15 @@ fn the_cli_shows_the_secret_nowhere() {
             &arguments,
         ],
         vec!["--log-level", "trace", "call", "netprobe", &arguments],
+        vec![
+            "--log-level",
+            "warn",
+            "--json",
+            "call",
+            "netprobe",
+            &refused,
+        ],
+        vec!["--log-level", "trace", "call", "netprobe", &granted],
         vec!["--json", "list"],
         vec!["inspect", "netprobe"],
     ] {
@@ -582,7 +733,7 @@ fn the_cli_shows_the_secret_nowhere() {
         );
         captured.extend_from_slice(&output.stdout);
         captured.extend_from_slice(&output.stderr);
-        if args.contains(&"--json") && args.contains(&"call") {
+        if args.contains(&"--json") && args.contains(&arguments.as_str()) {
             let result: Value = serde_json::from_slice(&output.stdout).unwrap();
             assert_eq!(result["net"]["redactions"], 2, "{result}");
             let body = result["details"][0]["body"].as_str().unwrap();
@@ -591,7 +742,26 @@ fn the_cli_shows_the_secret_nowhere() {
     }
     let captured = String::from_utf8_lossy(&captured);
     assert!(captured.contains("toolcage::net"), "the trace log was on");
+    let refusal = format!("GET http://127.0.0.2:9/hello?k={REDACTED} refused");
+    assert!(
+        captured.contains("WARN") && captured.contains(&refusal),
+        "the refusal was logged, redacted: {captured}"
+    );
+    let traced = format!("GET http://{}/hello?k={REDACTED}", server.authority());
+    assert!(
+        captured.contains(&traced),
+        "the granted request was traced, redacted: {captured}"
+    );
+    // Neither raw nor in the spelling the URL holds it in.
     assert!(!captured.contains(TOKEN), "the secret leaked: {captured}");
+    assert!(
+        !captured.contains(&quoted(TOKEN)),
+        "the secret leaked: {captured}"
+    );
+    assert!(
+        !captured.contains("T0ken-Value"),
+        "the secret leaked: {captured}"
+    );
     assert_eq!(token_seen(&server).len(), 2, "both calls carried it");
 
     // A secret that cannot be read: named, with where it was looked for,

@@ -466,15 +466,40 @@ async fn reflect(request: Request<Incoming>, query: &str) -> Response<Body> {
             .encode(&text)
             .into_bytes();
     } else if flag("encode=percent") {
-        text = text
-            .iter()
-            .flat_map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => vec![*b],
-                _ => format!("%{b:02X}").into_bytes(),
+        text = percent(&text, b"");
+    } else if flag("encode=quote") {
+        // Python's urllib.parse.quote: `/` left as it is.
+        text = percent(&text, b"/");
+    } else if flag("encode=json-php") {
+        // PHP's json_encode: `/` escaped as `\/`.
+        let json = serde_json::to_string(&String::from_utf8_lossy(&text)).unwrap();
+        text = json.replace('/', "\\/").into_bytes();
+    } else if flag("encode=json-dotnet") {
+        // .NET's System.Text.Json: HTML-sensitive characters and `+` as
+        // `\uXXXX`, upper-case hex.
+        let escaped: String = String::from_utf8_lossy(&text)
+            .chars()
+            .map(|c| match c {
+                '+' | '<' | '>' | '&' | '\'' | '"' | '`' => format!("\\u{:04X}", c as u32),
+                '\n' => "\\n".into(),
+                '\\' => "\\\\".into(),
+                c => c.to_string(),
             })
             .collect();
+        text = format!("\"{escaped}\"").into_bytes();
     }
     let mut response = Response::builder();
+    if flag("coding=echo")
+        && let Some(value) = head.headers.get(hyper::header::AUTHORIZATION)
+    {
+        // The token as the response's content coding, as a server that
+        // reflects what it was sent into any header would.
+        let token = value
+            .as_bytes()
+            .strip_prefix(b"Bearer ")
+            .unwrap_or(value.as_bytes());
+        response = response.header(hyper::header::CONTENT_ENCODING, token);
+    }
     if flag("gzip=1") {
         text = gzip_stored(&text);
         response = response.header(hyper::header::CONTENT_ENCODING, "gzip");
@@ -494,6 +519,17 @@ async fn reflect(request: Request<Incoming>, query: &str) -> Response<Body> {
     response
         .body(BodyExt::boxed(StreamBody::new(stream)))
         .unwrap()
+}
+
+/// `data` with every byte but the unreserved ones and `safe` as `%XX`.
+fn percent(data: &[u8], safe: &[u8]) -> Vec<u8> {
+    data.iter()
+        .flat_map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => vec![*b],
+            b if safe.contains(b) => vec![*b],
+            _ => format!("%{b:02X}").into_bytes(),
+        })
+        .collect()
 }
 
 /// `data` as a gzip member of stored (uncompressed) deflate blocks: real

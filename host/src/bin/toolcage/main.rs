@@ -55,15 +55,25 @@ fn main() -> ExitCode {
     code
 }
 
+/// Logs to stderr at `level`, never with the events that may carry a
+/// guest's bytes unredacted ([`toolcage::UNREDACTED_LOG_TARGETS`]).
 fn init_logging(level: Option<&str>) -> Result<(), String> {
-    use tracing_subscriber::EnvFilter;
-    let filter = match level {
+    use tracing_subscriber::prelude::*;
+    use tracing_subscriber::{EnvFilter, filter};
+    let levels = match level {
         Some(level) => log_filter(level)?,
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("error")),
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    let redacted_only = filter::filter_fn(|meta| {
+        !toolcage::may_carry_unredacted_bytes(meta.target(), meta.level())
+    });
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(levels)
+                .with_filter(redacted_only),
+        )
         .init();
     Ok(())
 }
@@ -605,6 +615,23 @@ fn bytes(value: Option<u64>, shift: u32, flag: &str) -> anyhow::Result<Option<us
         .transpose()
 }
 
+/// Reads `reader` to its end as text, refusing more than `max` bytes
+/// without holding more than that.
+pub(crate) fn read_capped(reader: impl Read, max: usize, what: &str) -> anyhow::Result<String> {
+    let mut text = String::new();
+    reader
+        .take(max as u64 + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("reading {what}"))?;
+    if text.len() > max {
+        bail!(
+            "{what} are larger than the {} MiB toolcage takes",
+            max >> 20
+        );
+    }
+    Ok(text)
+}
+
 /// The arguments of `call`: ARGS, stdin, or `--arg` pairs; `{}` when none.
 fn call_arguments(args: Option<&str>, pairs: &[String]) -> anyhow::Result<String> {
     if !pairs.is_empty() {
@@ -621,13 +648,11 @@ fn call_arguments(args: Option<&str>, pairs: &[String]) -> anyhow::Result<String
     }
     match args {
         None => Ok("{}".to_string()),
-        Some("-") => {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .context("reading the arguments from stdin")?;
-            Ok(text)
-        }
+        Some("-") => read_capped(
+            std::io::stdin(),
+            toolcage::MAX_ARGUMENT_BYTES,
+            "the arguments on stdin",
+        ),
         Some(text) => Ok(text.to_string()),
     }
 }

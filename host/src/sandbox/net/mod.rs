@@ -45,6 +45,7 @@ pub use resolve::{Lookup, Resolve, SystemResolver};
 use grant::{Destination, Host, Scheme};
 
 use super::limits::Limits;
+use super::secrets::redact::Redactor;
 use super::secrets::{Injection, Secrets};
 use super::store::truncate;
 
@@ -59,7 +60,8 @@ const MAX_DESTINATION_NOTED: usize = 512;
 const MAX_GRANTS_NOTED: usize = 5;
 
 /// Where a call's refusals are noted: its logs (stderr, the events its
-/// caller receives). The tracing log is written here.
+/// caller receives). The tracing log is written here, after the line is
+/// redacted and cut.
 pub(crate) type Notes = Arc<dyn Fn(String) + Send + Sync>;
 
 /// What a call used of the network, on [`CallResult::net`](crate::CallResult::net).
@@ -335,6 +337,8 @@ pub(crate) struct Egress {
     deadline: Instant,
     meter: Arc<Meter>,
     notes: Notes,
+    /// The call's secrets, redacted from every line noted or traced.
+    redactor: Option<Arc<Redactor>>,
 }
 
 impl Egress {
@@ -344,6 +348,7 @@ impl Egress {
         deadline: Instant,
         meter: Arc<Meter>,
         notes: Notes,
+        redactor: Option<Arc<Redactor>>,
     ) -> Self {
         Egress {
             policy,
@@ -351,16 +356,24 @@ impl Egress {
             deadline,
             meter,
             notes,
+            redactor,
         }
         .bounded_notes()
     }
 
-    /// Caps the notes at [`MAX_REFUSALS_NOTED`] lines a call, and sends them
-    /// to the tracing log too.
+    /// Caps the notes at [`MAX_REFUSALS_NOTED`] lines a call, redacts and
+    /// cuts each before anything sees it, and sends them to the tracing log
+    /// too.
     fn bounded_notes(mut self) -> Self {
         let (inner, meter) = (self.notes.clone(), self.meter.clone());
+        let redactor = self.redactor.clone();
         self.notes = Arc::new(move |line: String| {
-            let line = truncate(line, MAX_DESTINATION_NOTED + 200);
+            let line = redacted_cut(
+                redactor.as_deref(),
+                &meter,
+                line,
+                MAX_DESTINATION_NOTED + 200,
+            );
             tracing::warn!(target: "toolcage::net", "{}", line.escape_debug());
             let noted = meter.refusals_noted.fetch_add(1, Ordering::AcqRel) + 1;
             if noted <= MAX_REFUSALS_NOTED {
@@ -388,7 +401,12 @@ impl Egress {
     /// Counts and notes a refusal before anything was sent.
     fn refuse(&self, what: &str, why: &str, code: Error) -> Sent {
         self.meter.denied.fetch_add(1, Ordering::AcqRel);
-        let what = truncate(what.to_string(), MAX_DESTINATION_NOTED);
+        let what = redacted_cut(
+            self.redactor.as_deref(),
+            &self.meter,
+            what.to_string(),
+            MAX_DESTINATION_NOTED,
+        );
         (self.notes)(format!("toolcage: {what} refused: {why}"));
         Box::new(async move { Err(code) })
     }
@@ -589,7 +607,11 @@ impl WasiHttpHooks for Egress {
             );
             return self.refuse(&what, &why, Error::HttpRequestDenied);
         }
-        tracing::debug!(target: "toolcage::net", "{} {destination}{path}", method);
+        if tracing::enabled!(target: "toolcage::net", tracing::Level::DEBUG) {
+            let line = format!("{method} {destination}{path}");
+            let line = redacted_cut(self.redactor.as_deref(), &self.meter, line, usize::MAX);
+            tracing::debug!(target: "toolcage::net", "{}", line.escape_debug());
+        }
         if uri.path_and_query().map(|p| p.as_str()) != Some(path.as_str()) {
             let mut parts = uri.into_parts();
             parts.path_and_query = path.parse().ok();
@@ -636,6 +658,24 @@ impl WasiHttpHooks for Egress {
                 }
             }
         })
+    }
+}
+
+/// `text` with the call's secrets redacted (counted on `meter`), then cut
+/// to `max` bytes so that no secret's start survives the cut.
+pub(crate) fn redacted_cut(
+    redactor: Option<&Redactor>,
+    meter: &Meter,
+    text: String,
+    max: usize,
+) -> String {
+    match redactor {
+        None => truncate(text, max),
+        Some(redactor) => {
+            let (text, n) = redactor.cut(&text, max);
+            meter.redacted(n);
+            text
+        }
     }
 }
 

@@ -28,8 +28,9 @@ use tokio::time::{Instant, Sleep};
 use wasmtime_wasi_http::{Error, WasiBody};
 
 use super::grant::{Destination, Host, Scheme};
-use super::{Budget, Meter, NetLimit, NetPolicy, Notes, address};
+use super::{Budget, Meter, NetLimit, NetPolicy, Notes, address, redacted_cut};
 use crate::sandbox::secrets::redact::{self, Redactor};
+use crate::sandbox::store::truncate;
 
 /// Where a request goes, checked against the grants, not yet resolved; and
 /// what it is sent within.
@@ -194,7 +195,11 @@ async fn connect(
         Err(_) => Err(Error::ConnectionTimeout),
         Ok(Ok(stream)) => Ok(stream),
         Ok(Err(error)) => {
-            tracing::debug!(target: "toolcage::net", destination = %out.destination, "connect failed: {error}");
+            if tracing::enabled!(target: "toolcage::net", tracing::Level::DEBUG) {
+                let line = format!("{}: connect failed: {error}", out.destination);
+                let line = redacted_cut(out.redactor.as_deref(), &out.meter, line, usize::MAX);
+                tracing::debug!(target: "toolcage::net", "{}", line.escape_debug());
+            }
             Err(match error.kind() {
                 io::ErrorKind::ConnectionRefused => Error::ConnectionRefused,
                 io::ErrorKind::TimedOut => Error::ConnectionTimeout,
@@ -303,9 +308,13 @@ where
         })
         .await?
     };
-    tracing::debug!(target: "toolcage::net", %destination, status = response.status().as_u16(), "response");
+    if tracing::enabled!(target: "toolcage::net", tracing::Level::DEBUG) {
+        let line = format!("{destination}: response {}", response.status().as_u16());
+        let line = redacted_cut(redactor.as_deref(), &meter, line, usize::MAX);
+        tracing::debug!(target: "toolcage::net", "{}", line.escape_debug());
+    }
     let (mut head, incoming) = response.into_parts();
-    if identity_only && let Some(coding) = encoded(&head.headers) {
+    if identity_only && let Some(coding) = encoded(&head.headers, redactor.as_deref(), &meter) {
         notes(format!(
             "toolcage: {what} failed: the response came {coding}-encoded, but a response from an origin that receives secrets must come unencoded, so that it can be searched for them"
         ));
@@ -543,20 +552,36 @@ where
     }
 }
 
+/// The longest content coding a refusal names, in bytes.
+const MAX_CODING_NOTED: usize = 64;
+
 /// The content or transfer coding of a response other than identity (and
-/// chunked framing), if any.
-fn encoded(headers: &http::HeaderMap) -> Option<String> {
+/// chunked framing), if any, as the response spelled it, cut to
+/// [`MAX_CODING_NOTED`]. Each header value is redacted whole before it is
+/// split, so a secret echoed in it never reaches a note or an error, not
+/// even a piece of it or its lower-cased spelling.
+fn encoded(
+    headers: &http::HeaderMap,
+    redactor: Option<&Redactor>,
+    meter: &Meter,
+) -> Option<String> {
     headers
         .get_all(http::header::CONTENT_ENCODING)
         .iter()
         .chain(headers.get_all(http::header::TRANSFER_ENCODING))
-        .flat_map(|value| {
-            String::from_utf8_lossy(value.as_bytes())
+        .find_map(|value| {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            let value = redacted_cut(redactor, meter, value, usize::MAX);
+            value
                 .split(',')
-                .map(|c| c.trim().to_ascii_lowercase())
-                .collect::<Vec<_>>()
+                .map(str::trim)
+                .find(|c| {
+                    !c.is_empty()
+                        && !c.eq_ignore_ascii_case("identity")
+                        && !c.eq_ignore_ascii_case("chunked")
+                })
+                .map(|c| truncate(c.to_string(), MAX_CODING_NOTED))
         })
-        .find(|c| !c.is_empty() && c != "identity" && c != "chunked")
 }
 
 /// Redacts every header's value, and any name that holds a secret (renamed

@@ -10,13 +10,16 @@
 //!   tool's component matches it exactly (scheme, host, port, then the path
 //!   prefix and methods when given) and a grant lets the request through; the
 //!   guest's own value for that header is replaced ([`inject`]);
-//! - every secret's value, raw and in its JSON-escaped, percent-encoded and
-//!   base64 forms, is replaced with `[redacted secret NAME]` in every response
+//! - every secret's value, raw, base64-encoded and in any spelling that
+//!   JSON-escapes or percent-encodes any of its characters, is replaced with `[redacted secret NAME]` in every response
 //!   header and body a tool receives, as the body streams and across chunk
 //!   boundaries, and again in everything a call hands to the model or the
 //!   operator: output, details, logs, progress, stdout and stderr
-//!   ([`redact`]); a response from an injection's origin must come unencoded,
-//!   or it fails closed, since compressed bytes cannot be searched.
+//!   ([`redact`]), and in every line toolcage logs about a call: network
+//!   refusals and failures (a refused URL, a header's value) are redacted
+//!   before they are cut, noted or traced; a response from an injection's
+//!   origin must come unencoded, or it fails closed, since compressed bytes
+//!   cannot be searched.
 //!
 //! What it cannot stop: a tool using the credential it cannot see toward the
 //! injection's origin, within its grant. That is why injections are exact
@@ -39,6 +42,34 @@ use redact::Redactor;
 /// The shortest secret value accepted: a shorter one would match ordinary
 /// text, and its redaction would garble what tools receive.
 pub const MIN_SECRET_BYTES: usize = 8;
+
+/// The log targets whose debug and trace events carry a guest's bytes as
+/// they are, before any redaction: wasmtime-wasi's (and wasi-io's and
+/// wasi-http's) own events print what a guest writes to its streams and the
+/// strings it passes to WASI. toolcage's CLI drops those events whatever the
+/// log level; an embedder with a subscriber of its own should do the same
+/// with [`may_carry_unredacted_bytes`]. Every event toolcage itself logs
+/// about a call is redacted before it is logged.
+pub const UNREDACTED_LOG_TARGETS: &[&str] = &["wasmtime_wasi"];
+
+/// Whether a tracing event of `target` at `level` may carry a guest's bytes
+/// unredacted (see [`UNREDACTED_LOG_TARGETS`]): a filter for an embedder's
+/// subscriber.
+///
+/// ```
+/// use toolcage::may_carry_unredacted_bytes;
+/// use tracing::Level;
+///
+/// assert!(may_carry_unredacted_bytes("wasmtime_wasi::p2::write_stream", &Level::DEBUG));
+/// assert!(!may_carry_unredacted_bytes("wasmtime_wasi::p2::write_stream", &Level::INFO));
+/// assert!(!may_carry_unredacted_bytes("toolcage::net", &Level::TRACE));
+/// ```
+pub fn may_carry_unredacted_bytes(target: &str, level: &tracing::Level) -> bool {
+    *level > tracing::Level::INFO
+        && UNREDACTED_LOG_TARGETS
+            .iter()
+            .any(|prefix| target.starts_with(prefix))
+}
 
 /// The longest secret value accepted.
 const MAX_SECRET_BYTES: usize = 16 << 10;
