@@ -21,6 +21,13 @@ use crate::sandbox::outcome::{CancelToken, GuestEvent, Logs};
 use crate::sandbox::{self, Invocation, Observer, Returned, human_bytes};
 use crate::{ErrorKind, NetUsage};
 
+/// The largest arguments a call takes, as JSON text: 16 MiB. Larger ones
+/// are refused as [`ErrorKind::InvalidArguments`] before they are parsed,
+/// so that a model (or a script) cannot make the host hold many times their
+/// size in parsed values and copies before the tool's memory limit would
+/// refuse them.
+pub const MAX_ARGUMENT_BYTES: usize = 16 << 20;
+
 /// A call's arguments: JSON text as a model wrote it, or a parsed value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Arguments {
@@ -155,6 +162,15 @@ impl CallResult {
     }
 }
 
+/// Why arguments of `len` bytes are refused.
+fn too_large(name: &str, len: usize) -> String {
+    format!(
+        "The arguments for `{name}` are {}, more than the {} a call takes. Send less: pass a path or a reference to the data rather than the data itself.",
+        human_bytes(len),
+        human_bytes(MAX_ARGUMENT_BYTES)
+    )
+}
+
 fn next_call_id() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     format!("call-{}", NEXT.fetch_add(1, Ordering::Relaxed))
@@ -231,6 +247,11 @@ impl Registry {
         };
         let arguments = match arguments {
             Arguments::Value(value) => value,
+            Arguments::Json(text) if text.len() > MAX_ARGUMENT_BYTES => {
+                validated(&options);
+                let output = too_large(name, text.len());
+                return CallResult::error(name, call_id, ErrorKind::InvalidArguments, output);
+            }
             Arguments::Json(text) => match serde_json::from_str(&text) {
                 Ok(value) => value,
                 Err(e) => {
@@ -265,17 +286,20 @@ impl Registry {
     ) -> CallResult {
         let component = &entry.component;
         let name = entry.info.descriptor.name.as_str();
+        let arguments = arguments.to_string();
+        if arguments.len() > MAX_ARGUMENT_BYTES {
+            let output = too_large(name, arguments.len());
+            return CallResult::error(name, call_id, ErrorKind::InvalidArguments, output);
+        }
         let invocation = Invocation::Call {
             tool: name.to_string(),
-            arguments: arguments.to_string(),
+            arguments,
         };
         if let Some(timings) = &options.timings {
             let mut timings = timings.lock().unwrap_or_else(|e| e.into_inner());
             timings.sandbox_start = Some(SystemTime::now());
         }
-        let observer = Observer {
-            events: options.events,
-        };
+        let observer = Observer::new(options.events);
         let ran = sandbox::run(
             &component.sandbox,
             invocation,

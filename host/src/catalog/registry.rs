@@ -493,6 +493,13 @@ impl Registry {
         &self.policy.secrets
     }
 
+    /// How many calls its runtime gave up on while their tool was blocked in
+    /// a file operation that has not returned (see
+    /// [`Runtime::stuck_calls`]): what a shutdown leaves behind.
+    pub fn stuck_calls(&self) -> usize {
+        self.runtime.stuck_calls()
+    }
+
     /// What `oci://` references load from, if set.
     pub(crate) fn pulled(&self) -> Option<&Pulled> {
         self.policy.pulled.as_deref()
@@ -726,13 +733,7 @@ impl Registry {
             files: None,
             runtime: self.runtime.clone(),
         });
-        let ran = sandbox::run(
-            &describing,
-            Invocation::Describe,
-            Observer { events: None },
-            None,
-        )
-        .await;
+        let ran = sandbox::run(&describing, Invocation::Describe, Observer::default(), None).await;
         let descriptors = match ran.result {
             Ok(Returned::Descriptors(descriptors)) => descriptors,
             Ok(Returned::Outcome(_)) => unreachable!("describe returns descriptors"),

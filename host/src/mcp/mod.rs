@@ -257,7 +257,7 @@ impl McpServer {
             inner: stdin,
             in_flight: in_flight.clone(),
         };
-        let tasks = self.tasks.clone();
+        let (tasks, tools) = (self.tasks.clone(), self.tools.clone());
         let running = self
             .serve(stdio::StdioTransport::new(input, stdout))
             .await?;
@@ -276,6 +276,7 @@ impl McpServer {
         if let Some(tasks) = tasks {
             tasks.cancel_all();
         }
+        report_left_behind(&tools);
         Ok(())
     }
 
@@ -829,5 +830,18 @@ impl Drop for Running {
         if state.0 == 0 {
             state.1.drain(..).for_each(Waker::wake);
         }
+    }
+}
+
+/// Says, at shutdown, how many calls' workers are still blocked in a file
+/// operation: their results went out at their deadline, and their threads
+/// end with the process.
+pub(crate) fn report_left_behind(tools: &LiveRegistry) {
+    let stuck = tools.current().stuck_calls();
+    if stuck > 0 {
+        tracing::warn!(
+            stuck,
+            "shutting down with {stuck} given-up calls still blocked in a file operation (a FIFO or a stalled mount?); their threads end with the process"
+        );
     }
 }

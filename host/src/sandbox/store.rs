@@ -106,10 +106,49 @@ pub(crate) struct Ran {
     pub redactor: Option<Arc<Redactor>>,
 }
 
-/// Where the guest's `log` and `progress` go, and what they are tagged with.
-#[derive(Clone)]
+/// Where the guest's `log` and `progress` go: the caller's callback, held
+/// only until the call's outcome is decided. A worker stuck in a file
+/// operation keeps its store (and this observer) alive past that, so the
+/// callback is detached then, and whatever the caller's callback holds (an
+/// event channel its answer waits to see closed) is dropped with it.
+#[derive(Clone, Default)]
 pub(crate) struct Observer {
-    pub events: Option<Arc<dyn Fn(GuestEvent) + Send + Sync>>,
+    events: Option<Arc<Mutex<Option<EventSink>>>>,
+}
+
+/// The caller's callback for the guest's events.
+pub(crate) type EventSink = Arc<dyn Fn(GuestEvent) + Send + Sync>;
+
+impl Observer {
+    /// An observer that sends each event to `events`, when there is one.
+    pub(crate) fn new(events: Option<EventSink>) -> Observer {
+        Observer {
+            events: events.map(|events| Arc::new(Mutex::new(Some(events)))),
+        }
+    }
+
+    /// Whether anybody receives the events.
+    fn is_watched(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// Sends `event`, unless the observer was detached.
+    fn send(&self, event: GuestEvent) {
+        let Some(slot) = &self.events else {
+            return;
+        };
+        let sink = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(sink) = sink {
+            sink(event);
+        }
+    }
+
+    /// Drops the caller's callback: no event is sent after this.
+    fn detach(&self) {
+        if let Some(slot) = &self.events {
+            slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        }
+    }
 }
 
 /// The data of a call's Store.
@@ -186,7 +225,7 @@ impl toolcage::tool::host::Host for CallState {
                 tracing::error!(target: "toolcage::guest", "{}", message.escape_debug())
             }
         }
-        if let Some(events) = &self.observer.events {
+        if self.observer.is_watched() {
             let level = match level {
                 Level::Trace => LogLevel::Trace,
                 Level::Debug => LogLevel::Debug,
@@ -194,7 +233,7 @@ impl toolcage::tool::host::Host for CallState {
                 Level::Warn => LogLevel::Warn,
                 Level::Error => LogLevel::Error,
             };
-            events(GuestEvent::Log { level, message });
+            self.observer.send(GuestEvent::Log { level, message });
         }
     }
 
@@ -207,9 +246,8 @@ impl toolcage::tool::host::Host for CallState {
             .filter(|f| f.is_finite())
             .map(|f| f.clamp(0.0, 1.0));
         tracing::debug!(target: "toolcage::guest", fraction, "progress: {}", message.escape_debug());
-        if let Some(events) = &self.observer.events {
-            events(GuestEvent::Progress { message, fraction });
-        }
+        self.observer
+            .send(GuestEvent::Progress { message, fraction });
     }
 }
 
@@ -488,6 +526,7 @@ pub(crate) async fn run(
         deadline,
     };
     let loading = matches!(invocation, Invocation::Describe);
+    let watched = observer.clone();
     let admission = admit(sandbox, deadline, cancel, loading).await;
     // A call that found a slot free waited for none.
     let slot_wait = match &admission {
@@ -516,8 +555,11 @@ pub(crate) async fn run(
             }
         }
     };
-    // Nothing of the call outlives it: its network work is stopped and its
-    // connections are closed before its outcome is reported.
+    // Nothing of the call outlives it: its caller hears no more of it (a
+    // worker stuck in a file operation may hold its store for long), its
+    // network work is stopped and its connections are closed before its
+    // outcome is reported.
+    watched.detach();
     run.meter.end();
     run.meter.closed(CONNECTIONS_GRACE).await;
     let logs = Logs {
@@ -747,12 +789,10 @@ fn new_store(
         Arc::new(move |message: String| {
             let message = redacted(redactor.as_deref(), &meter, message);
             stderr.append_line(&message);
-            if let Some(events) = &observer.events {
-                events(GuestEvent::Log {
-                    level: LogLevel::Warn,
-                    message,
-                });
-            }
+            observer.send(GuestEvent::Log {
+                level: LogLevel::Warn,
+                message,
+            });
         })
     };
     let egress = Egress::new(
@@ -761,6 +801,7 @@ fn new_store(
         run.deadline.into(),
         run.meter.clone(),
         notes,
+        run.redactor.clone(),
     );
     let sockets = egress.sockets();
     let mut wasi = WasiCtx::builder();
