@@ -100,7 +100,19 @@ impl Mount {
             guest: self.guest.clone(),
             reason,
         };
-        let dir = std::fs::File::open(&self.host).map_err(|e| error(e.to_string()))?;
+        // O_DIRECTORY: a FIFO or a device is refused by the open itself,
+        // which would otherwise wait for a writer (or talk to the device).
+        let dir = {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY)
+                .open(&self.host)
+        };
+        let dir = dir.map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOTDIR) => error("not a directory".into()),
+            _ => error(e.to_string()),
+        })?;
         match dir.metadata() {
             Ok(meta) if meta.is_dir() => Ok(HeldDir {
                 dir: Arc::new(dir),
@@ -288,5 +300,25 @@ mod tests {
         );
         let file = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
         assert!(Mount::read_only(file, "/x").open().is_err());
+    }
+
+    #[test]
+    fn a_fifo_is_refused_at_once_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success(), "mkfifo failed");
+        // Without a writer, an open for reading would block for ever.
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            sender
+                .send(Mount::read_only(&fifo, "/m").open().map(|_| ()))
+                .ok();
+        });
+        let opened = receiver
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("opening a FIFO mount returned at once");
+        let error = opened.unwrap_err().to_string();
+        assert!(error.contains("not a directory"), "{error}");
     }
 }

@@ -2,14 +2,20 @@
 //! library's batch runner, with the config's permissions. `ask` rules are
 //! asked on the terminal when there is one, and refused when there is not.
 
-use std::io::{BufRead, IsTerminal, Read, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
 use serde_json::{Value, json};
 use toolcage::Registry;
+
+use crate::read_capped;
 use toolcage::agent::{Approval, ApprovalRequest, Format, Permissions, Runner};
+
+/// The largest model response `run-calls` reads: room for a few calls with
+/// arguments of [`toolcage::MAX_ARGUMENT_BYTES`] each.
+const MAX_RESPONSE_BYTES: usize = 4 * toolcage::MAX_ARGUMENT_BYTES;
 
 /// Runs the calls in the document at `file` (stdin for `-` or none) and
 /// prints the results. Returns whether every call succeeded (so `true` for a
@@ -24,15 +30,15 @@ pub async fn run_calls(
 ) -> anyhow::Result<bool> {
     let text = match file {
         Some(path) if path != Path::new("-") => {
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+            let file =
+                std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+            read_capped(file, MAX_RESPONSE_BYTES, "the model response's bytes")?
         }
-        _ => {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .context("reading the model response from stdin")?;
-            text
-        }
+        _ => read_capped(
+            std::io::stdin(),
+            MAX_RESPONSE_BYTES,
+            "the model response's bytes on stdin",
+        )?,
     };
     let document: Value = serde_json::from_str(&text).context("the model response is not JSON")?;
     let format = match format {
