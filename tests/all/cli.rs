@@ -633,3 +633,60 @@ fn network_flags_grant_and_proxies_are_ignored() {
         stderr(&output)
     );
 }
+
+#[test]
+fn arguments_past_their_ceiling_on_stdin_exit_2() {
+    use std::io::Write;
+    let dir = tools_dir();
+    let mut child = toolcage()
+        .args(["--no-bundled", "--tools"])
+        .arg(dir.path())
+        .args(["call", "echo", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let chunk = vec![b' '; 1 << 20];
+    // The reader stops at the ceiling: the pipe breaks under the writer.
+    for _ in 0..(toolcage::MAX_ARGUMENT_BYTES >> 20) + 2 {
+        if stdin.write_all(&chunk).is_err() {
+            break;
+        }
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output)
+            .contains("the arguments on stdin are larger than the 16 MiB toolcage takes"),
+        "{}",
+        stderr(&output)
+    );
+    // Within it, read whole.
+    let output = run_with_stdin(dir.path(), &["call", "echo", "-"], r#"{"text": "hi"}"#);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+}
+
+#[test]
+fn a_fifo_as_a_mount_exits_2_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success());
+    let started = std::time::Instant::now();
+    let output = toolcage()
+        .arg("--mount")
+        .arg(format!("{}:/m", fifo.display()))
+        .arg("list")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("not a directory"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}

@@ -336,3 +336,23 @@ async fn a_panic_is_a_trap_with_the_panic_message() {
     );
     assert_still_serving(&registry).await;
 }
+
+#[tokio::test]
+async fn argument_size_obeyed_and_breached() {
+    let registry = registry(builder().limits(quick_limits()), &[guests::FIXTURE_ECHO]).await;
+    let fits = json!({ "text": "x".repeat(90_000) }).to_string();
+    let result = registry.call("echo", fits.as_str()).await;
+    assert!(!result.is_error, "{}", result.output);
+    // Past the ceiling: refused before it is parsed, naming the ceiling.
+    let padding = " ".repeat(toolcage::MAX_ARGUMENT_BYTES);
+    let too_large = format!("{{\"text\": \"x\"{padding}}}");
+    let result = registry.call("echo", too_large).await;
+    assert_error(&result, ErrorKind::InvalidArguments);
+    assert!(
+        result.output.contains("more than the 16 MiB a call takes"),
+        "{}",
+        result.output
+    );
+    let result = registry.call("echo", fits.as_str()).await;
+    assert!(!result.is_error, "{}", result.output);
+}
