@@ -453,6 +453,20 @@ def test_a_proven_connection_stays_open_while_idle_then_is_closed(limited):
     assert took is not None and IDLE_S - 0.5 <= took <= IDLE_S + 2, took
 
 
+def test_a_connection_that_only_asked_for_healthz_stays_open_while_idle(limited):
+    """nginx may send a POST on a keep-alive connection it used only for
+    /healthz: such a connection, which showed no token, keeps the idle
+    timeout too."""
+    health = head_of("GET", "/healthz", [("Host", own_host(limited))])
+    with socket.create_connection(limited, timeout=10) as sock:
+        sock.sendall(health)
+        assert read_response(sock)[:3:2] == (200, b"ok\n")
+        time.sleep(HEAD_S * 1.5)
+        sock.sendall(call_request(limited))
+        status, _, body = read_response(sock)
+    assert status == 200 and echoed(body) == "still served"
+
+
 def test_a_head_over_the_cap_is_refused(limited):
     big = call_request(limited, extra=[("X-Padding", "p" * (20 << 10))])
     with socket.create_connection(limited, timeout=10) as sock:

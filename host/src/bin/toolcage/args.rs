@@ -276,13 +276,12 @@ pub enum Command {
 #[derive(Debug, Clone, Default, Args)]
 pub struct HttpLimits {
     /// How long a request's head (request line and headers) may take to
-    /// arrive, from its first byte, in milliseconds; also how long a
-    /// connection that has not yet shown a token may stay idle. Default:
-    /// 10000.
+    /// arrive, from its first byte, in milliseconds; also how long a new
+    /// connection may stay open without sending anything. Default: 10000.
     #[arg(long, value_name = "N")]
     pub header_timeout_ms: Option<u64>,
-    /// How long a connection that has shown a token may stay open with no
-    /// request in progress, in milliseconds. Default: 75000.
+    /// How long a connection may stay open with no request in progress,
+    /// after its first request, in milliseconds. Default: 75000.
     #[arg(long, value_name = "N")]
     pub idle_timeout_ms: Option<u64>,
     /// How long a request body may take to arrive whole, from the server's

@@ -1,7 +1,7 @@
 //! Taking connections, and stopping without losing a request.
 //!
 //! A connection beyond the caps of [`super::limits`] is closed as soon as it
-//! is taken; each one taken is served through [`Timed`], which keeps its
+//! is taken; each one taken is served through `limits::Timed`, which keeps its
 //! header and idle timeouts.
 //!
 //! Threat model: none beyond the router's; this is about not failing honest

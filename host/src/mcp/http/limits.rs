@@ -10,17 +10,21 @@
 //!   it when the server has no token). A connection beyond either cap is
 //!   closed as soon as it is taken, before anything is read from it; one
 //!   already proven keeps being served. While a flood holds every unproven
-//!   slot, new clients are turned away until a slot frees (at most
-//!   [`DEFAULT_HEADER_READ_TIMEOUT`] later): clients that keep their
+//!   slot, new clients are turned away until a slot frees (a connection
+//!   that sends nothing frees its slot within the header timeout, one
+//!   between requests within the idle timeout): clients that keep their
 //!   connections open are served throughout;
 //! - a request's head (request line and headers) is at most
 //!   [`DEFAULT_MAX_HEADER_BYTES`] (431 past it, and the connection closed),
 //!   and must arrive whole within [`DEFAULT_HEADER_READ_TIMEOUT`] of its
 //!   first byte;
-//! - a connection with no request in progress is closed after
-//!   [`DEFAULT_IDLE_TIMEOUT`] (longer than the 60 s that nginx keeps its
-//!   upstream connections, so that the proxy, not the server, closes them),
-//!   or after [`DEFAULT_HEADER_READ_TIMEOUT`] while it is unproven;
+//! - a connection that sends nothing is closed after
+//!   [`DEFAULT_HEADER_READ_TIMEOUT`]; one with no request in progress after
+//!   its first is closed after [`DEFAULT_IDLE_TIMEOUT`] (longer than the
+//!   60 s that nginx keeps its upstream connections, so that the proxy, not
+//!   the server, closes them: nginx may send a POST on a connection it used
+//!   only for `/healthz`, so this holds for unproven connections too, which
+//!   the cap on them bounds);
 //! - a request body must arrive whole within [`DEFAULT_BODY_READ_TIMEOUT`]
 //!   of the server's first read of it (which, for `Expect: 100-continue`,
 //!   is when `100 Continue` is sent): 408 past it, and the connection is
@@ -153,10 +157,6 @@ impl Watch {
         self.gate.limits
     }
 
-    fn proven(&self) -> bool {
-        self.state.load(Ordering::Acquire) == PROVEN
-    }
-
     /// A request is in progress until the returned guard is dropped.
     pub(super) fn begin(self: &Arc<Self>) -> Busy {
         self.busy.fetch_add(1, Ordering::AcqRel);
@@ -217,11 +217,7 @@ impl<IO> Timed<IO> {
         if self.phase == Phase::Busy || ended != self.ended {
             self.ended = ended;
             self.phase = Phase::Idle;
-            let limits = &self.watch.gate.limits;
-            let idle = match self.watch.proven() {
-                true => limits.idle_timeout,
-                false => limits.header_read_timeout,
-            };
+            let idle = self.watch.gate.limits.idle_timeout;
             self.deadline.as_mut().reset(Instant::now() + idle);
         }
     }

@@ -10,7 +10,7 @@
 //!   The `Host` header must name the server (loopback names, the address it
 //!   is bound to, or a name the operator allows, such as the one a load
 //!   balancer or a Kubernetes Service forwards).
-//!   The head is read as HTTP defines it ([`edge`]): one `Host` (400
+//!   The head is read as HTTP defines it (`edge.rs`): one `Host` (400
 //!   otherwise, or for userinfo in it), the target's authority when the
 //!   target is absolute, one `Origin` (403 otherwise).
 //! - The bearer scheme is read as RFC 9110 defines it: any case, one or
@@ -176,17 +176,17 @@ impl HttpOptions {
     }
 
     /// How long a request's head (request line and headers) may take to
-    /// arrive, from its first byte; also how long a connection that has
-    /// not yet shown a token may stay idle. Default:
+    /// arrive, from its first byte; also how long a new connection may
+    /// stay open without sending anything. Default:
     /// [`DEFAULT_HEADER_READ_TIMEOUT`].
     pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
         self.header_read_timeout = timeout;
         self
     }
 
-    /// How long a connection that has shown a token may stay open with no
-    /// request in progress. Default: [`DEFAULT_IDLE_TIMEOUT`], longer than
-    /// the 60 s nginx keeps its upstream connections, so that a proxy
+    /// How long a connection may stay open with no request in progress,
+    /// after its first request. Default: [`DEFAULT_IDLE_TIMEOUT`], longer
+    /// than the 60 s nginx keeps its upstream connections, so that a proxy
     /// closes them first.
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;

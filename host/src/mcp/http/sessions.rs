@@ -3,7 +3,7 @@
 //! Threat model: a session id travels in a header (`Mcp-Session-Id`) that
 //! any client can send. rmcp's session manager serves whoever names a
 //! session; the README gives each client its own token. So each session is
-//! bound to the token that opened it (its [`Owner`]: the token's hash,
+//! bound to the token that opened it (its owner: the token's hash,
 //! never the token): a request of another token that names it (a POST, the
 //! GET of its event stream, its DELETE) is answered 404, exactly as for a
 //! session that does not exist, so that a guess tells nothing. Any request
