@@ -43,12 +43,12 @@ use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams,
-    GetTaskResult, Implementation, ListToolsResult, LoggingLevel, LoggingMessageNotification,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotification,
-    ProgressNotificationParam, RequestId, RequestMetaObject, ServerCapabilities, ServerConfig,
-    ServerNotification, SetLevelRequestParams, SubscriptionFilter, TASKS_EXTENSION_ID,
-    UpdateTaskParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest,
+    CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
+    LoggingLevel, LoggingMessageNotification, LoggingMessageNotificationParam,
+    PaginatedRequestParams, ProgressNotification, ProgressNotificationParam, RequestId,
+    RequestMetaObject, ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
+    SubscriptionFilter, TASKS_EXTENSION_ID, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -395,6 +395,27 @@ impl ServerHandler for McpServer {
     ) -> Result<(), McpError> {
         *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
         Ok(())
+    }
+
+    /// A `tools/call` whose `params` rmcp could not read reaches here as a
+    /// request of an unknown method: it is answered -32602 (invalid
+    /// params), saying what is wrong, rather than -32601.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        match request.method.as_str() {
+            "tools/call" => Err(McpError::invalid_params(
+                parse::call_params_problem(request.params.as_ref()),
+                None,
+            )),
+            _ => Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                request.method,
+                None,
+            )),
+        }
     }
 
     async fn get_task(

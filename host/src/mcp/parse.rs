@@ -86,11 +86,78 @@ pub(super) fn quick_parse(bytes: &[u8]) -> Quick {
     }
 }
 
+/// What is wrong with the `params` of a `tools/call` request that rmcp
+/// could not read as a call (it then reads it as a request of an unknown
+/// method, and would answer "method not found"): a message for a -32602
+/// error that the model can correct from.
+pub(super) fn call_params_problem(params: Option<&serde_json::Value>) -> String {
+    use serde_json::Value;
+    fn kind(value: &Value) -> &'static str {
+        match value {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) => "a number",
+            Value::String(_) => "a string",
+            Value::Array(_) => "an array",
+            Value::Object(_) => "an object",
+        }
+    }
+    let params = match params {
+        None | Some(Value::Null) => {
+            return "tools/call needs `params`: an object with the tool's `name` and its `arguments`".into();
+        }
+        Some(Value::Object(params)) => params,
+        Some(other) => {
+            return format!(
+                "`params` of tools/call must be an object with the tool's `name` and its `arguments`, not {}",
+                kind(other)
+            );
+        }
+    };
+    match params.get("name") {
+        None => return "`params.name` of tools/call is missing: name the tool to call".into(),
+        Some(Value::String(_)) => {}
+        Some(other) => {
+            return format!(
+                "`params.name` of tools/call must be a string, the tool's name, not {}",
+                kind(other)
+            );
+        }
+    }
+    match params.get("arguments") {
+        Some(arguments) if !matches!(arguments, Value::Object(_) | Value::Null) => format!(
+            "`params.arguments` of tools/call must be an object of the tool's arguments, not {}",
+            kind(arguments)
+        ),
+        _ => match serde_json::from_value::<rmcp::model::CallToolRequestParams>(Value::Object(
+            params.clone(),
+        )) {
+            Err(error) => format!("invalid `params` for tools/call: {error}"),
+            Ok(_) => "invalid `params` for tools/call".into(),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rmcp::model::RequestMetaObject;
 
     use super::*;
+
+    #[test]
+    fn call_params_problems_name_the_field() {
+        let problem = |params: serde_json::Value| call_params_problem(Some(&params));
+        let arguments = problem(serde_json::json!({"name": "t", "arguments": "x"}));
+        assert!(arguments.contains("`params.arguments`") && arguments.ends_with("not a string"));
+        let array = problem(serde_json::json!({"name": "t", "arguments": [1]}));
+        assert!(array.ends_with("not an array"), "{array}");
+        let number = problem(serde_json::json!({"name": "t", "arguments": 7}));
+        assert!(number.ends_with("not a number"), "{number}");
+        assert!(problem(serde_json::json!({"arguments": {}})).contains("`params.name`"));
+        assert!(problem(serde_json::json!({"name": 7})).contains("must be a string"));
+        assert!(problem(serde_json::json!("t")).contains("must be an object"));
+        assert!(call_params_problem(None).contains("needs `params`"));
+    }
 
     /// Every message, parsed by rmcp as a whole, and whatever `call_request`
     /// makes of it: the same call, or nothing where rmcp finds no call.

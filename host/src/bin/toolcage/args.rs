@@ -202,6 +202,8 @@ pub enum Command {
         /// defence against DNS rebinding).
         #[arg(long = "allow-host", value_name = "NAME")]
         allow_hosts: Vec<String>,
+        #[command(flatten)]
+        http_limits: Box<HttpLimits>,
         /// How many calls run at once; more wait for a free slot. Default: 32.
         #[arg(long, value_name = "N")]
         max_concurrent_calls: Option<usize>,
@@ -267,4 +269,55 @@ pub enum Command {
         #[arg(long, value_name = "FORMAT", default_value = "auto")]
         format: String,
     },
+}
+
+/// What an HTTP client may hold (`serve --http`); each flag sets the
+/// `HttpOptions` setting of the same name.
+#[derive(Debug, Clone, Default, Args)]
+pub struct HttpLimits {
+    /// How long a request's head (request line and headers) may take to
+    /// arrive, from its first byte, in milliseconds; also how long a new
+    /// connection may stay open without sending anything. Default: 10000.
+    #[arg(long, value_name = "N")]
+    pub header_timeout_ms: Option<u64>,
+    /// How long a connection may stay open with no request in progress,
+    /// after its first request, in milliseconds. Default: 75000.
+    #[arg(long, value_name = "N")]
+    pub idle_timeout_ms: Option<u64>,
+    /// How long a request body may take to arrive whole, from the server's
+    /// first read of it (its 100 Continue), in milliseconds: 408 past it.
+    /// Default: 30000.
+    #[arg(long, value_name = "N")]
+    pub body_timeout_ms: Option<u64>,
+    /// The largest request head (request line and headers), in KiB: 431
+    /// past it. Default: 64; at least 1.
+    #[arg(long, value_name = "N")]
+    pub max_header_kib: Option<u64>,
+    /// The most HTTP connections open at once; more are closed as they
+    /// come. Default: 1024.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// The most connections open at once that have not yet sent a request
+    /// to /mcp with a valid token (any request, without tokens); more are
+    /// closed as they come. Default: 256.
+    #[arg(long, value_name = "N")]
+    pub max_unauthenticated_connections: Option<usize>,
+    /// The most sessions one token may hold open at once (all clients
+    /// together, without tokens); an initialize past it is answered 429.
+    /// Default: 64.
+    #[arg(long, value_name = "N")]
+    pub max_sessions_per_token: Option<usize>,
+}
+
+impl HttpLimits {
+    /// Whether any flag was given.
+    pub fn any(&self) -> bool {
+        self.header_timeout_ms.is_some()
+            || self.idle_timeout_ms.is_some()
+            || self.body_timeout_ms.is_some()
+            || self.max_header_kib.is_some()
+            || self.max_connections.is_some()
+            || self.max_unauthenticated_connections.is_some()
+            || self.max_sessions_per_token.is_some()
+    }
 }

@@ -28,6 +28,8 @@ pub struct Serve {
     pub stateless: bool,
     pub max_body_bytes: Option<usize>,
     pub allow_hosts: Vec<String>,
+    /// `--header-timeout-ms` and the other limits of HTTP clients.
+    pub http_limits: crate::args::HttpLimits,
     pub watch: Option<WatchOptions>,
     /// The file SIGHUP re-reads, if the config came from one.
     pub config_file: Option<PathBuf>,
@@ -103,6 +105,11 @@ impl Serve {
                     "--token-file, --stateless, --max-body-kib and --allow-host apply to --http only"
                 );
             }
+            if self.http_limits.any() {
+                bail!(
+                    "the HTTP limits (--header-timeout-ms, --idle-timeout-ms, --body-timeout-ms, --max-header-kib, --max-connections, --max-unauthenticated-connections, --max-sessions-per-token) apply to --http only"
+                );
+            }
             return server
                 .serve_stdio_until(shutdown)
                 .await
@@ -116,6 +123,7 @@ impl Serve {
         for host in &self.allow_hosts {
             options = options.allow_host(host);
         }
+        options = with_limits(options, &self.http_limits)?;
         if let (true, Some(telemetry)) = (self.metrics, &self.telemetry) {
             options = options.metrics(telemetry.clone());
         }
@@ -166,6 +174,45 @@ impl Serve {
         }
         Ok(tokens)
     }
+}
+
+/// `options` with the limits the flags set: each flag sets the option of
+/// the same name, and the options' own check refuses a zero.
+fn with_limits(
+    mut options: HttpOptions,
+    limits: &crate::args::HttpLimits,
+) -> anyhow::Result<HttpOptions> {
+    use std::time::Duration;
+    let ms = Duration::from_millis;
+    if let Some(n) = limits.header_timeout_ms {
+        options = options.header_read_timeout(ms(n));
+    }
+    if let Some(n) = limits.idle_timeout_ms {
+        options = options.idle_timeout(ms(n));
+    }
+    if let Some(n) = limits.body_timeout_ms {
+        options = options.body_read_timeout(ms(n));
+    }
+    if let Some(kib) = limits.max_header_kib {
+        let bytes = kib
+            .checked_mul(1024)
+            .and_then(|b| usize::try_from(b).ok())
+            .with_context(|| format!("--max-header-kib: {kib} is too large"))?;
+        options = options.max_header_bytes(bytes);
+    }
+    if let Some(n) = limits.max_connections {
+        options = options.max_connections(n);
+    }
+    if let Some(n) = limits.max_unauthenticated_connections {
+        options = options.max_unproven_connections(n);
+    }
+    if let Some(n) = limits.max_sessions_per_token {
+        options = options.max_sessions_per_token(n);
+    }
+    options
+        .check()
+        .context("the HTTP limits (--header-timeout-ms and the like)")?;
+    Ok(options)
 }
 
 /// `127.0.0.1:8080`, `[::1]:8080`, or a bare port (on 127.0.0.1).

@@ -1,5 +1,9 @@
 //! Taking connections, and stopping without losing a request.
 //!
+//! A connection beyond the caps of [`super::limits`] is closed as soon as it
+//! is taken; each one taken is served through `limits::Timed`, which keeps its
+//! header and idle timeouts.
+//!
 //! Threat model: none beyond the router's; this is about not failing honest
 //! clients at shutdown. A client that keeps connections open between
 //! requests (nginx's `keepalive` to its upstreams, any HTTP/1.1 client) may
@@ -32,15 +36,20 @@
 use std::pin::pin;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
+
+use super::limits::{Admitted, Gate, Timed};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -60,6 +69,7 @@ pub const STRAGGLER_GRACE: Duration = Duration::from_secs(5);
 pub(super) async fn serve_until(
     listener: TcpListener,
     app: Router,
+    gate: &Arc<Gate>,
     cores: &Cores,
     shutdown: CancellationToken,
     finish: impl Future<Output = ()>,
@@ -77,9 +87,13 @@ pub(super) async fn serve_until(
             accepted = listener.accept() => accepted,
         };
         match accepted {
-            Ok((stream, _)) => match stream.into_std() {
-                Ok(stream) => serve_on(cores, &connections, stream, &app, &close_idle),
-                Err(error) => tracing::warn!("cannot serve a connection: {error}"),
+            Ok((stream, _)) => match (gate.admit(), stream.into_std()) {
+                (Some(admitted), Ok(stream)) => {
+                    serve_on(cores, &connections, (stream, admitted), &app, &close_idle)
+                }
+                // Beyond a cap: closed at once, unread.
+                (None, _) => tracing::debug!("a connection beyond the caps was closed"),
+                (_, Err(error)) => tracing::warn!("cannot serve a connection: {error}"),
             },
             Err(error) => accept_failed(error, &shutdown).await,
         }
@@ -87,7 +101,9 @@ pub(super) async fn serve_until(
     // The connections the kernel took before the shutdown are served too:
     // their clients may have sent requests on them already.
     for stream in queued(listener) {
-        serve_on(cores, &connections, stream, &app, &close_idle);
+        if let Some(admitted) = gate.admit() {
+            serve_on(cores, &connections, (stream, admitted), &app, &close_idle);
+        }
     }
     connections.close();
     tokio::select! {
@@ -111,14 +127,14 @@ pub(super) async fn serve_until(
 fn serve_on(
     cores: &Cores,
     connections: &TaskTracker,
-    stream: std::net::TcpStream,
+    (stream, admitted): (std::net::TcpStream, Admitted),
     app: &Router,
     close_idle: &CancellationToken,
 ) {
     let (app, close_idle) = (app.clone(), close_idle.clone());
     let serve = async move {
         match TcpStream::from_std(stream) {
-            Ok(stream) => serve_connection(stream, app, close_idle).await,
+            Ok(stream) => serve_connection(stream, admitted, app, close_idle).await,
             Err(error) => tracing::warn!("cannot serve a connection: {error}"),
         }
     };
@@ -148,11 +164,41 @@ fn queued(listener: TcpListener) -> Vec<std::net::TcpStream> {
     }
 }
 
-/// One connection, HTTP/1.1 with keep-alive, until the client closes it or
-/// `close_idle` asks it to close once idle.
-async fn serve_connection(stream: TcpStream, app: Router, close_idle: CancellationToken) {
-    let connection =
-        http1::Builder::new().serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
+/// One connection, HTTP/1.1 with keep-alive, until the client closes it,
+/// a limit closes it ([`super::limits`]), or `close_idle` asks it to close
+/// once idle. Each request carries the connection's
+/// [`Watch`](super::limits::Watch), which the token check marks proven.
+async fn serve_connection(
+    stream: TcpStream,
+    admitted: Admitted,
+    app: Router,
+    close_idle: CancellationToken,
+) {
+    let watch = admitted.0.clone();
+    let max_header_bytes = watch.limits().max_header_bytes;
+    let app = TowerToHyperService::new(app);
+    let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+        use hyper::service::Service;
+        let busy = watch.begin();
+        request.extensions_mut().insert(watch.clone());
+        let answer = app.call(request);
+        async move {
+            let response = answer.await?;
+            // In progress until its body is all sent, or dropped.
+            Ok::<_, std::convert::Infallible>(response.map(|body| {
+                axum::body::Body::new(http_body_util::BodyExt::map_frame(body, move |frame| {
+                    let _busy = &busy;
+                    frame
+                }))
+            }))
+        }
+    });
+    let io = TokioIo::new(Timed::new(stream, admitted.0.clone()));
+    let connection = http1::Builder::new()
+        .max_header_size(max_header_bytes)
+        // `Timed` keeps the time, from a head's first byte.
+        .header_read_timeout(None)
+        .serve_connection(io, service);
     let mut connection = pin!(connection);
     tokio::select! {
         _ = connection.as_mut() => return,

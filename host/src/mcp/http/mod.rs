@@ -10,7 +10,17 @@
 //!   The `Host` header must name the server (loopback names, the address it
 //!   is bound to, or a name the operator allows, such as the one a load
 //!   balancer or a Kubernetes Service forwards).
+//!   The head is read as HTTP defines it (`edge.rs`): one `Host` (400
+//!   otherwise, or for userinfo in it), the target's authority when the
+//!   target is absolute, one `Origin` (403 otherwise).
+//! - The bearer scheme is read as RFC 9110 defines it: any case, one or
+//!   more spaces or tabs before the token.
+//! - A session is its opener's token's: another token naming it gets 404
+//!   ([`sessions`]), and each token holds a bounded number of them.
 //! - Request bodies are capped (413 past the cap); the server keeps serving.
+//! - What a connection holds is bounded ([`limits`]): the connections open,
+//!   and those that have shown no token, the size of a request's head and
+//!   the time it takes, idle connections, and the wait for a body.
 //! - A refusal never resets the connection under a client still sending
 //!   its body, which a proxy would report as its upstream failing
 //!   ([`refusal`]: the body is discarded behind the answer, within bounds).
@@ -26,6 +36,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -46,10 +57,18 @@ use crate::telemetry::Telemetry;
 
 mod direct;
 pub mod drain;
+mod edge;
+pub mod limits;
 pub mod refusal;
+pub mod sessions;
 
 pub use drain::{IDLE_GRACE, STRAGGLER_GRACE};
+pub use limits::{
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_UNPROVEN_CONNECTIONS,
+};
 pub use refusal::{DISCARD_MAX_BYTES, DISCARD_MAX_TIME};
+pub use sessions::DEFAULT_MAX_SESSIONS_PER_TOKEN;
 
 /// How long, once no call is running, the last results have to be sent
 /// before the streams are closed at shutdown.
@@ -60,13 +79,21 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
 
 /// How the HTTP transport runs. By default: no token (anyone who can
 /// connect is served: bind to loopback), sessions kept (`stateless` off),
-/// bodies up to [`DEFAULT_MAX_BODY_BYTES`].
+/// bodies up to [`DEFAULT_MAX_BODY_BYTES`], and each limit of
+/// [`limits`] and [`sessions`] at its `DEFAULT_`.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
     tokens: Vec<String>,
     stateless: bool,
     max_body_bytes: usize,
     allowed_hosts: Vec<String>,
+    header_read_timeout: Duration,
+    idle_timeout: Duration,
+    body_read_timeout: Duration,
+    max_header_bytes: usize,
+    max_connections: usize,
+    max_unproven_connections: usize,
+    max_sessions_per_token: usize,
     #[cfg(feature = "otel")]
     metrics: Option<Telemetry>,
 }
@@ -78,11 +105,32 @@ impl Default for HttpOptions {
             stateless: false,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             allowed_hosts: Vec::new(),
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_unproven_connections: DEFAULT_MAX_UNPROVEN_CONNECTIONS,
+            max_sessions_per_token: DEFAULT_MAX_SESSIONS_PER_TOKEN,
             #[cfg(feature = "otel")]
             metrics: None,
         }
     }
 }
+
+/// Why [`HttpOptions`] cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HttpOptionsError {
+    /// A cap or a timeout of zero would refuse every client.
+    #[error("{0} must be greater than 0")]
+    Zero(&'static str),
+    /// Heads shorter than this cannot carry the headers MCP clients send.
+    #[error("max_header_bytes must be at least {MIN_HEADER_BYTES}")]
+    HeaderTooSmall,
+}
+
+/// The least [`HttpOptions::max_header_bytes`]: 1 KiB.
+pub const MIN_HEADER_BYTES: usize = 1 << 10;
 
 impl HttpOptions {
     /// Requires `Authorization: Bearer <token>` on every request to `/mcp`.
@@ -126,11 +174,104 @@ impl HttpOptions {
         self.allowed_hosts.push(host.into());
         self
     }
+
+    /// How long a request's head (request line and headers) may take to
+    /// arrive, from its first byte; also how long a new connection may
+    /// stay open without sending anything. Default:
+    /// [`DEFAULT_HEADER_READ_TIMEOUT`].
+    pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.header_read_timeout = timeout;
+        self
+    }
+
+    /// How long a connection may stay open with no request in progress,
+    /// after its first request. Default: [`DEFAULT_IDLE_TIMEOUT`], longer
+    /// than the 60 s nginx keeps its upstream connections, so that a proxy
+    /// closes them first.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// How long a request body may take to arrive whole, from the server's
+    /// first read of it (its `100 Continue`, if it asked for one): 408 past
+    /// it. Default: [`DEFAULT_BODY_READ_TIMEOUT`].
+    pub fn body_read_timeout(mut self, timeout: Duration) -> Self {
+        self.body_read_timeout = timeout;
+        self
+    }
+
+    /// The largest request head (request line and headers): 431 past it.
+    /// At least [`MIN_HEADER_BYTES`]. Default: [`DEFAULT_MAX_HEADER_BYTES`].
+    pub fn max_header_bytes(mut self, bytes: usize) -> Self {
+        self.max_header_bytes = bytes;
+        self
+    }
+
+    /// The most connections open at once; more are closed as they come.
+    /// Default: [`DEFAULT_MAX_CONNECTIONS`].
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.max_connections = connections;
+        self
+    }
+
+    /// The most connections open at once that have not yet sent a request
+    /// to `/mcp` with a valid token (any request, without tokens); more are
+    /// closed as they come. Default: [`DEFAULT_MAX_UNPROVEN_CONNECTIONS`].
+    pub fn max_unproven_connections(mut self, connections: usize) -> Self {
+        self.max_unproven_connections = connections;
+        self
+    }
+
+    /// The most sessions one token may hold open at once (all clients
+    /// together, without tokens): an `initialize` past it is answered 429.
+    /// Default: [`DEFAULT_MAX_SESSIONS_PER_TOKEN`].
+    pub fn max_sessions_per_token(mut self, sessions: usize) -> Self {
+        self.max_sessions_per_token = sessions;
+        self
+    }
+
+    /// Whether these options can be served: every cap and timeout above 0,
+    /// heads of at least [`MIN_HEADER_BYTES`].
+    pub fn check(&self) -> Result<(), HttpOptionsError> {
+        let zero = [
+            ("header_read_timeout", self.header_read_timeout.is_zero()),
+            ("idle_timeout", self.idle_timeout.is_zero()),
+            ("body_read_timeout", self.body_read_timeout.is_zero()),
+            ("max_connections", self.max_connections == 0),
+            (
+                "max_unproven_connections",
+                self.max_unproven_connections == 0,
+            ),
+            ("max_sessions_per_token", self.max_sessions_per_token == 0),
+        ];
+        if let Some((name, _)) = zero.into_iter().find(|(_, zero)| *zero) {
+            return Err(HttpOptionsError::Zero(name));
+        }
+        if self.max_header_bytes < MIN_HEADER_BYTES {
+            return Err(HttpOptionsError::HeaderTooSmall);
+        }
+        Ok(())
+    }
+
+    fn connection_limits(&self) -> limits::ConnectionLimits {
+        limits::ConnectionLimits {
+            header_read_timeout: self.header_read_timeout,
+            idle_timeout: self.idle_timeout,
+            max_header_bytes: self.max_header_bytes,
+            max_connections: self.max_connections,
+            max_unproven: self.max_unproven_connections,
+        }
+    }
 }
 
 impl McpServer {
     /// The HTTP application for a server reached at `addr`: `/mcp` and
     /// `/healthz`. `shutdown` ends its sessions and streams when cancelled.
+    /// The limits on connections ([`limits`]: their number, head size and
+    /// time, idle time) are kept by [`Self::serve_http`], which takes the
+    /// connections; the application keeps the rest (the body timeout, the
+    /// session cap).
     pub fn router(
         &self,
         addr: SocketAddr,
@@ -178,9 +319,10 @@ impl McpServer {
             .with_max_request_body_bytes(options.max_body_bytes)
             .with_cancellation_token(shutdown);
         let server = self.clone();
+        let manager = Arc::new(LocalSessionManager::default());
         let service = StreamableHttpService::new(
             move || Ok(server.for_connection()),
-            Arc::new(LocalSessionManager::default()),
+            manager.clone(),
             config,
         );
         let tokens: Arc<Vec<String>> = Arc::new(options.tokens.clone());
@@ -195,13 +337,17 @@ impl McpServer {
                 async move { service.handle(request).await }
             }),
         );
-        if options.stateless {
-            // On `/mcp` only, not on the fallback of unknown paths.
-            mcp = mcp.route_layer(axum::middleware::from_fn_with_state(
+        // On `/mcp` only, not on the fallback of unknown paths.
+        mcp = match options.stateless {
+            true => mcp.route_layer(axum::middleware::from_fn_with_state(
                 direct,
                 direct::answer_calls,
-            ));
-        }
+            )),
+            false => mcp.route_layer(axum::middleware::from_fn_with_state(
+                sessions::Sessions::new(manager, options.max_sessions_per_token),
+                sessions::bind_sessions,
+            )),
+        };
         mcp = mcp.layer(axum::middleware::from_fn_with_state(posts, count_posts));
         #[cfg(feature = "otel")]
         if let Some(telemetry) = &options.metrics {
@@ -211,7 +357,12 @@ impl McpServer {
         Router::new()
             .route("/healthz", axum::routing::get(|| async { "ok\n" }))
             .merge(mcp)
+            .layer(axum::middleware::from_fn(edge::check_head))
             .layer(axum::middleware::from_fn(refusal::discard_unread_body))
+            .layer(axum::middleware::from_fn_with_state(
+                options.body_read_timeout,
+                edge::bound_body,
+            ))
     }
 
     /// Serves on `listener` until `shutdown` is cancelled, then stops taking
@@ -224,6 +375,9 @@ impl McpServer {
         options: &HttpOptions,
         shutdown: CancellationToken,
     ) -> std::io::Result<()> {
+        options
+            .check()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let addr = listener.local_addr()?;
         // The sessions and event streams (which would keep connections
         // open for ever) end once the calls in flight have answered.
@@ -245,7 +399,8 @@ impl McpServer {
             streams.cancel();
         };
         let cores = Cores::per_core("toolcage-http")?;
-        drain::serve_until(listener, app, &cores, shutdown, finish).await;
+        let gate = limits::Gate::new(options.connection_limits());
+        drain::serve_until(listener, app, &gate, &cores, shutdown, finish).await;
         Ok(())
     }
 }
@@ -303,22 +458,22 @@ async fn count_posts(State(posts): State<InFlight>, request: Request, next: Next
 
 /// Refuses a request to `/mcp` without one of the operator's bearer
 /// tokens, and marks the request with the token's [`Owner`] (whose tasks
-/// it may see).
+/// it may see), and its connection as proven ([`limits`]).
 async fn require_token(
     State(tokens): State<Arc<Vec<String>>>,
     mut request: Request,
     next: Next,
 ) -> Response {
     if !tokens.is_empty() {
-        let presented = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .unwrap_or("");
+        let mut values = request.headers().get_all(header::AUTHORIZATION).iter();
+        let presented = match (values.next(), values.next()) {
+            (Some(value), None) => bearer_token(value.as_bytes()).unwrap_or(b""),
+            // None, or more than one: no token.
+            _ => b"",
+        };
         // Every token is compared, so timing tells nothing of which.
         let matched = tokens.iter().fold(false, |matched, token| {
-            constant_time_eq(presented.as_bytes(), token.as_bytes()) | matched
+            constant_time_eq(presented, token.as_bytes()) | matched
         });
         if !matched {
             return (
@@ -328,10 +483,28 @@ async fn require_token(
             )
                 .into_response();
         }
-        let owner = Owner(*blake3::hash(presented.as_bytes()).as_bytes());
+        let owner = Owner(*blake3::hash(presented).as_bytes());
         request.extensions_mut().insert(owner);
     }
+    if let Some(watch) = request.extensions().get::<Arc<limits::Watch>>() {
+        watch.prove();
+    }
     next.run(request).await
+}
+
+/// The token of `Authorization: Bearer <token>`, read as RFC 9110 §11.4
+/// and RFC 6750 §2.1 define it: the scheme in any case, then one or more
+/// spaces or tabs, then the token (trailing whitespace is not part of it).
+fn bearer_token(value: &[u8]) -> Option<&[u8]> {
+    let blank = |byte: &u8| *byte == b' ' || *byte == b'\t';
+    let split = value.iter().position(blank)?;
+    let (scheme, rest) = value.split_at(split);
+    if !scheme.eq_ignore_ascii_case(b"bearer") {
+        return None;
+    }
+    let start = rest.iter().position(|byte| !blank(byte))?;
+    let end = rest.iter().rposition(|byte| !blank(byte))?;
+    Some(&rest[start..=end])
 }
 
 /// Compares without an early exit, so timing does not tell how much of a
@@ -346,7 +519,42 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::constant_time_eq;
+    use super::{HttpOptions, HttpOptionsError, bearer_token, constant_time_eq};
+
+    #[test]
+    fn bearer_scheme_as_rfc_9110_reads_it() {
+        let token = |value: &str| bearer_token(value.as_bytes()).map(|t| t.to_vec());
+        let secret = Some(b"s3cret".to_vec());
+        assert_eq!(token("Bearer s3cret"), secret);
+        assert_eq!(token("bearer s3cret"), secret);
+        assert_eq!(token("BEARER s3cret"), secret);
+        assert_eq!(token("Bearer  s3cret"), secret);
+        assert_eq!(token("Bearer \t s3cret "), secret);
+        assert_eq!(token("Bearer"), None);
+        assert_eq!(token("Bearer "), None);
+        assert_eq!(token("Bearers3cret"), None);
+        assert_eq!(token("Basic s3cret"), None);
+        assert_eq!(token(" Bearer s3cret"), None);
+    }
+
+    #[test]
+    fn options_with_a_zero_limit_are_refused() {
+        assert_eq!(HttpOptions::default().check(), Ok(()));
+        assert_eq!(
+            HttpOptions::default().max_connections(0).check(),
+            Err(HttpOptionsError::Zero("max_connections"))
+        );
+        assert_eq!(
+            HttpOptions::default()
+                .idle_timeout(std::time::Duration::ZERO)
+                .check(),
+            Err(HttpOptionsError::Zero("idle_timeout"))
+        );
+        assert_eq!(
+            HttpOptions::default().max_header_bytes(100).check(),
+            Err(HttpOptionsError::HeaderTooSmall)
+        );
+    }
 
     #[test]
     fn token_comparison() {
