@@ -53,6 +53,7 @@ pub enum Mismatch {
 impl Mismatch {
     /// What went wrong with the edit of `path`, and what to do instead.
     pub fn message(&self, path: &str) -> String {
+        let path = crate::names::escape(path);
         match self {
             Mismatch::Empty => "old_text is empty. Pass the exact text to replace, copied from \
                                 read_file; to replace a whole file, use write_file."
@@ -214,15 +215,19 @@ impl Tool for EditFile {
         let old = text::as_text(&path, &bytes).map_err(Outcome::text)?;
         let edit = apply(old, &args.old_text, &args.new_text, args.replace_all)
             .map_err(|mismatch| Outcome::text(mismatch.message(&path)))?;
-        std::fs::write(&path, &edit.text)
-            .map_err(|error| Outcome::text(paths::io_error("write", &path, &error)))?;
-        let diff = unified_diff(&path, old, &edit.text);
+        // Everything reported is computed first, the diff included (the
+        // costly part on a large file): a call that fails, or runs out of
+        // fuel, before the last step leaves the file as it was.
+        let shown = crate::names::escape(&path);
+        let diff = unified_diff(&shown, old, &edit.text);
         let n = edit.replacements;
         let occurrences = if n == 1 { "occurrence" } else { "occurrences" };
-        Ok(
-            Outcome::text(format!("Replaced {n} {occurrences} in `{path}`.\n\n{diff}"))
-                .with_details(json!({ "path": path, "replacements": n, "diff": diff })),
-        )
+        let outcome = Outcome::text(format!(
+            "Replaced {n} {occurrences} in `{shown}`.\n\n{diff}"
+        ))
+        .with_details(json!({ "path": shown, "replacements": n, "diff": diff }));
+        crate::write::replace_file(&path, edit.text.as_bytes()).map_err(Outcome::text)?;
+        Ok(outcome)
     }
 }
 
@@ -362,6 +367,50 @@ mod tests {
         assert_eq!(
             dir.read("f.rs"),
             "fn main() {\n    println!(\"hello\");\n}\n"
+        );
+    }
+
+    #[test]
+    fn a_failed_edit_leaves_the_file_as_it_was() {
+        let dir = TestDir::new();
+        dir.write("f.txt", "a a a\n");
+        let e = EditFile::call(json!({
+            "path": dir.path("f.txt"), "old_text": "a", "new_text": "b"
+        }))
+        .unwrap_err();
+        assert!(e.output.contains("found 3 times"), "{}", e.output);
+        assert_eq!(dir.read("f.txt"), "a a a\n");
+        let outcome = EditFile::call(json!({
+            "path": dir.path("f.txt"), "old_text": "a", "new_text": "b", "replace_all": true
+        }))
+        .unwrap();
+        assert_eq!(outcome.details.unwrap()["replacements"], 3);
+        assert_eq!(dir.read("f.txt"), "b b b\n");
+        let names: Vec<_> = std::fs::read_dir(dir.path("")).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temporary file is left");
+    }
+
+    #[test]
+    fn messages_escape_the_path() {
+        let dir = TestDir::new();
+        dir.write("a\x1b]0;x\x07", "one\n");
+        let path = dir.path("a\x1b]0;x\x07");
+        let outcome =
+            EditFile::call(json!({ "path": path, "old_text": "one", "new_text": "two" })).unwrap();
+        let shown = format!("{}/a\\x1B]0;x\\x07", dir.path(""));
+        assert!(
+            outcome.output.starts_with(&format!(
+                "Replaced 1 occurrence in `{shown}`.\n\n--- {shown}\n"
+            )),
+            "{}",
+            outcome.output
+        );
+        let e = EditFile::call(json!({ "path": path, "old_text": "nope", "new_text": "" }))
+            .unwrap_err();
+        assert!(
+            e.output.contains(&format!("in `{shown}` (0 matches)")),
+            "{}",
+            e.output
         );
     }
 }

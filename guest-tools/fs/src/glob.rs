@@ -5,14 +5,19 @@
 //! `src`) and goes no deeper than the pattern can match when it has no `**`.
 //! Symlinks are not followed, and `.git` directories are skipped.
 
-use crate::paths;
+use crate::walk::{self, Flow, Kind, Problems};
+use crate::{names, paths};
 use globset::{GlobBuilder, GlobMatcher};
 use std::path::Path;
 use toolcage_guest::{Descriptor, Outcome, Tool, Value, json, parse_args};
-use walkdir::{DirEntry, WalkDir};
 
 /// The most paths one call returns.
 pub const MAX_MATCHES: usize = 1000;
+/// The longest glob pattern accepted, in characters (for `glob`'s pattern
+/// and `grep`'s `glob`).
+pub const MAX_PATTERN_CHARS: usize = 1024;
+/// The deepest nesting of `{…}` alternatives accepted.
+pub const MAX_BRACE_DEPTH: usize = 10;
 
 /// The `glob` tool.
 pub struct Glob;
@@ -28,9 +33,47 @@ fn root() -> String {
     "/".into()
 }
 
+/// Refuses a pattern over [`MAX_PATTERN_CHARS`] or nesting `{…}` deeper than
+/// [`MAX_BRACE_DEPTH`]: the matcher is compiled recursively, and a huge or
+/// deeply nested pattern would exhaust the tool's stack or memory.
+pub fn check_size(pattern: &str) -> Result<(), String> {
+    let chars = pattern.chars().count();
+    if chars > MAX_PATTERN_CHARS {
+        return Err(format!(
+            "The glob pattern is {chars} characters long, over the limit of \
+             {MAX_PATTERN_CHARS}. Use a shorter pattern: match a common part of the names \
+             with * or **, or search in several calls."
+        ));
+    }
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > MAX_BRACE_DEPTH {
+        return Err(format!(
+            "The glob pattern nests {{…}} alternatives {deepest} levels deep, over the limit \
+             of {MAX_BRACE_DEPTH}. Flatten the alternatives, e.g. {{a,b,c}} rather than \
+             {{a,{{b,{{c}}}}}}, or search in several calls."
+        ));
+    }
+    Ok(())
+}
+
 /// Compiles a glob in which `*` and `?` stay within a path component and `**`
-/// spans directories.
+/// spans directories, within the limits of [`check_size`].
 pub fn compile(pattern: &str) -> Result<GlobMatcher, String> {
+    check_size(pattern)?;
     GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
@@ -38,9 +81,10 @@ pub fn compile(pattern: &str) -> Result<GlobMatcher, String> {
         .map(|glob| glob.compile_matcher())
         .map_err(|error| {
             format!(
-                "Invalid glob pattern `{pattern}`: {error}. Use * for any characters within a \
+                "Invalid glob pattern `{}`: {error}. Use * for any characters within a \
                  name, ** for any number of directories, ? for one character, [abc] for one of \
-                 a set and {{a,b}} for alternatives."
+                 a set and {{a,b}} for alternatives.",
+                names::escape(pattern)
             )
         })
 }
@@ -82,18 +126,12 @@ pub fn plan(path: &str, pattern: &str) -> Plan {
 /// Paths found by a search, at most a cap.
 #[derive(Debug, Default, PartialEq)]
 pub struct Found {
-    /// Absolute paths, sorted; directories end with `/`.
+    /// Absolute paths, sorted and escaped for output; directories end with `/`.
     pub paths: Vec<String>,
     /// More paths matched than the cap.
     pub truncated: bool,
     /// Entries that could not be read.
-    pub unreadable: usize,
-}
-
-/// Whether a walk should descend into or report `entry`: everything except
-/// `.git` directories below the walk's root.
-pub fn is_searched(entry: &DirEntry) -> bool {
-    entry.depth() == 0 || !(entry.file_type().is_dir() && entry.file_name() == ".git")
+    pub problems: Problems,
 }
 
 /// Walks `roots` (the plan's base, or the mounts below it) and collects the
@@ -105,46 +143,44 @@ pub fn search(plan: &Plan, roots: &[String], cap: usize) -> Result<Found, String
     for root in roots {
         // A mount below the base is already some levels down.
         let below = levels(root).saturating_sub(levels(&plan.base));
-        let mut walk = WalkDir::new(root).sort_by_file_name();
-        if let Some(depth) = plan.depth {
-            let Some(depth) = depth.checked_sub(below) else {
-                continue;
-            };
-            walk = walk.max_depth(depth);
-        }
-        for entry in walk.into_iter().filter_entry(is_searched) {
-            let entry = match entry {
-                Ok(entry) => entry,
-                // A literal prefix that does not exist just matches nothing.
-                Err(error) if error.depth() == 0 && is_not_found(&error) => continue,
-                Err(_) => {
-                    found.unreadable += 1;
-                    continue;
-                }
-            };
-            if !matcher.is_match(entry.path()) {
-                continue;
+        let max_depth = match plan.depth {
+            Some(depth) => match depth.checked_sub(below) {
+                Some(depth) => depth,
+                None => continue,
+            },
+            None => usize::MAX,
+        };
+        let options = walk::Options {
+            min_depth: 0,
+            max_depth,
+            skip_git: true,
+        };
+        let walked = walk::walk(Path::new(root), options, &mut found.problems, |entry| {
+            if !matcher.is_match(&entry.path) {
+                return Flow::Continue;
             }
             if found.paths.len() == cap {
                 found.truncated = true;
-                return Ok(found);
+                return Flow::Stop;
             }
             found
                 .paths
-                .push(display(entry.path(), entry.file_type().is_dir()));
+                .push(display(&entry.path, entry.kind == Kind::Dir));
+            Flow::Continue
+        });
+        match walked {
+            Ok(Flow::Stop) => return Ok(found),
+            Ok(Flow::Continue) => {}
+            // A literal prefix that does not exist just matches nothing.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => found.problems.unreadable += 1,
         }
     }
     Ok(found)
 }
 
-fn is_not_found(error: &walkdir::Error) -> bool {
-    error
-        .io_error()
-        .is_some_and(|error| error.kind() == std::io::ErrorKind::NotFound)
-}
-
 fn display(path: &Path, is_dir: bool) -> String {
-    let mut path = path.to_string_lossy().into_owned();
+    let mut path = names::escape_path(path).into_owned();
     if is_dir && !path.ends_with('/') {
         path.push('/');
     }
@@ -159,9 +195,11 @@ impl Tool for Glob {
              src/*/mod.rs. The pattern is relative to `path` (default /, meaning every mounted \
              directory), or absolute. * and ? match within one path component, ** matches any \
              number of directories, [abc] one of a set, {a,b} alternatives. Returns absolute \
-             paths sorted by path, one per line, directories ending with /, at most 1000. \
-             Symlinks are not followed and .git directories are skipped. Use grep to search \
-             file contents.",
+             paths sorted by path, one per line, directories ending with /, at most 1000; in \
+             paths, a control character or a byte that is not UTF-8 is shown as \\xNN. \
+             Symlinks are not followed and .git directories are skipped. The pattern may be \
+             up to 1024 characters, with {} nested up to 10 levels. Use grep to search file \
+             contents.",
         )
         .title("Find files by pattern")
         .input_schema(json!({
@@ -170,7 +208,9 @@ impl Tool for Glob {
                 "pattern": {
                     "type": "string",
                     "minLength": 1,
-                    "description": "Glob pattern, e.g. **/*.rs."
+                    "maxLength": MAX_PATTERN_CHARS,
+                    "description": "Glob pattern, e.g. **/*.rs. At most 1024 characters and \
+                                    10 levels of nested {}."
                 },
                 "path": {
                     "type": "string",
@@ -221,9 +261,12 @@ impl Tool for Glob {
             output.push('\n');
         }
         if found.paths.is_empty() {
-            output.push_str(&format!("No paths match `{}`.", plan.pattern));
+            output.push_str(&format!(
+                "No paths match `{}`.",
+                names::escape(&plan.pattern)
+            ));
             if roots == [base.as_str()] && !Path::new(&base).exists() {
-                output.push_str(&format!(" (`{base}` does not exist.)"));
+                output.push_str(&format!(" (`{}` does not exist.)", names::escape(&base)));
             }
             output.push('\n');
         }
@@ -233,15 +276,10 @@ impl Tool for Glob {
                  to see the rest.]\n"
             ));
         }
-        if found.unreadable > 0 {
-            output.push_str(&format!(
-                "[{} entries could not be read and were skipped.]\n",
-                found.unreadable
-            ));
-        }
+        output.push_str(&found.problems.notes());
         let details = json!({
-            "pattern": plan.pattern,
-            "path": path,
+            "pattern": names::escape(&plan.pattern),
+            "path": names::escape(&path),
             "matches": found.paths,
             "truncated": found.truncated,
         });
@@ -367,5 +405,67 @@ mod tests {
         assert!(none.output.starts_with("No paths match"), "{}", none.output);
         let e = Glob::call(json!({ "pattern": "*", "path": dir.path("nope") })).unwrap_err();
         assert!(e.output.contains("does not exist"), "{}", e.output);
+    }
+
+    #[test]
+    fn refuses_patterns_over_the_limits() {
+        let long = "a".repeat(MAX_PATTERN_CHARS + 1);
+        let e = compile(&long).unwrap_err();
+        assert!(
+            e.starts_with("The glob pattern is 1025 characters long, over the limit of 1024."),
+            "{e}"
+        );
+        let huge = "*".repeat(1 << 20);
+        assert!(compile(&huge).unwrap_err().contains("limit of 1024"));
+        assert!(compile(&"a".repeat(MAX_PATTERN_CHARS)).is_ok());
+
+        let nested = format!("{}a{}", "{".repeat(5000), "}".repeat(5000));
+        let e = compile(&nested).unwrap_err();
+        assert!(e.contains("over the limit of 1024"), "{e}");
+        let nested = format!("{}a{}", "{".repeat(11), "}".repeat(11));
+        let e = compile(&nested).unwrap_err();
+        assert!(
+            e.starts_with(
+                "The glob pattern nests {…} alternatives 11 levels deep, over the limit of 10."
+            ),
+            "{e}"
+        );
+        let ten = format!("{}a,b{}", "{x,".repeat(10), "}".repeat(10));
+        assert!(compile(&ten).is_ok());
+        // Escaped braces do not nest.
+        assert!(compile(&format!("{}a", "\\{".repeat(50))).is_ok());
+
+        let e = Glob::call(json!({ "pattern": nested, "path": "/" })).unwrap_err();
+        assert!(e.output.contains("levels deep"), "{}", e.output);
+    }
+
+    #[test]
+    fn lists_every_name_escaped() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = TestDir::new();
+        dir.write("a.txt", "");
+        dir.write("z.txt", "");
+        let root = std::path::PathBuf::from(dir.path(""));
+        for name in [
+            &b"bad\xff.txt"[..],
+            b"two\nlines.txt",
+            b"\x1b]0;owned\x07.txt",
+        ] {
+            std::fs::write(root.join(std::ffi::OsStr::from_bytes(name)), "").unwrap();
+        }
+        let outcome = Glob::call(json!({ "pattern": "*.txt", "path": dir.path("") })).unwrap();
+        let root = dir.path("");
+        let expected: Vec<String> = [
+            r"\x1B]0;owned\x07.txt",
+            "a.txt",
+            r"bad\xFF.txt",
+            r"two\x0Alines.txt",
+            "z.txt",
+        ]
+        .iter()
+        .map(|name| format!("{root}/{name}"))
+        .collect();
+        assert_eq!(outcome.output, format!("{}\n", expected.join("\n")));
+        assert_eq!(outcome.details.unwrap()["matches"], json!(expected));
     }
 }

@@ -10,13 +10,13 @@
 //! their first 8 KiB are skipped as binary, symlinks are not followed and
 //! `.git` directories are skipped.
 
-use crate::{glob, paths, text};
+use crate::walk::{self, Flow, Kind, Problems};
+use crate::{glob, names, paths, text};
 use globset::GlobMatcher;
 use memchr::{memchr, memrchr};
 use regex::bytes::{Regex, RegexBuilder};
 use std::path::Path;
 use toolcage_guest::{Descriptor, Outcome, Tool, Value, json, parse_args};
-use walkdir::WalkDir;
 
 /// The default and the largest `max_results`.
 pub const DEFAULT_MAX_RESULTS: usize = 200;
@@ -27,6 +27,14 @@ pub const MAX_CONTEXT: usize = 10;
 pub const MAX_LINE_BYTES: usize = 300;
 /// The output stops at the first match past this size.
 pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
+/// The longest regular expression accepted, in characters.
+pub const MAX_PATTERN_CHARS: usize = 4096;
+/// The most memory the compiled regular expression may take (the regex
+/// crate's `size_limit`).
+pub const MAX_REGEX_BYTES: usize = 8 << 20;
+/// The deepest nesting of groups, repetitions and alternations (the regex
+/// crate's `nest_limit`).
+pub const MAX_REGEX_NESTING: u32 = 100;
 
 /// The `grep` tool.
 pub struct Grep;
@@ -54,19 +62,36 @@ fn default_max_results() -> usize {
 }
 
 /// Compiles `pattern` with `^` and `$` matching at line boundaries (`\r\n`
-/// included).
+/// included), within [`MAX_PATTERN_CHARS`], [`MAX_REGEX_BYTES`] and
+/// [`MAX_REGEX_NESTING`].
 pub fn compile(pattern: &str, case_insensitive: bool) -> Result<Regex, String> {
+    let chars = pattern.chars().count();
+    if chars > MAX_PATTERN_CHARS {
+        return Err(format!(
+            "The regular expression is {chars} characters long, over the limit of \
+             {MAX_PATTERN_CHARS}. Search for a shorter, distinctive part of the text."
+        ));
+    }
     RegexBuilder::new(pattern)
         .case_insensitive(case_insensitive)
         .multi_line(true)
         .crlf(true)
+        .size_limit(MAX_REGEX_BYTES)
+        .nest_limit(MAX_REGEX_NESTING)
         .build()
-        .map_err(|error| {
-            format!(
+        .map_err(|error| match error {
+            regex::Error::CompiledTooBig(limit) => format!(
+                "The regular expression is too large once compiled: over the limit of {} MiB. \
+                 Use a simpler pattern: fewer or smaller repetitions such as {{1000}}, fewer \
+                 alternatives, or a narrower class than \\w or . under case_insensitive.",
+                limit >> 20
+            ),
+            error => format!(
                 "Invalid regular expression: {error}\nThe syntax is Rust's regex crate (like \
                  RE2: no look-around or backreferences). Escape ( ) [ ] {{ }} . * + ? | ^ $ \\ \
-                 with a backslash to match them literally."
-            )
+                 with a backslash to match them literally. Groups may nest up to \
+                 {MAX_REGEX_NESTING} levels."
+            ),
         })
 }
 
@@ -149,6 +174,7 @@ pub fn render(
     matches.len()
 }
 
+/// Writes one line; `path` is already escaped.
 fn push_line(out: &mut String, path: &str, separator: char, number: usize, line: &[u8]) {
     let text = text::display_line(line, MAX_LINE_BYTES);
     out.push_str(&format!("{path}{separator}{number}{separator}{text}\n"));
@@ -199,8 +225,13 @@ impl Search {
     }
 
     /// Searches one file's content; binary content is skipped and `false`
-    /// returned.
+    /// returned. `path` is shown escaped.
     pub fn file(&mut self, path: &str, haystack: &[u8]) -> bool {
+        self.file_at(path.as_ref(), haystack)
+    }
+
+    /// [`Search::file`] for a path that may not be UTF-8.
+    pub fn file_at(&mut self, path: &Path, haystack: &[u8]) -> bool {
         if text::is_binary(haystack) {
             return false;
         }
@@ -216,6 +247,8 @@ impl Search {
             return true;
         }
         self.files_matched += 1;
+        let path = names::escape_path(path);
+        let path = path.as_ref();
         if self.context > 0 && !self.output.is_empty() {
             self.output.push_str("--\n");
         }
@@ -277,7 +310,9 @@ impl Tool for Grep {
              and $ match at line ends; a match is reported on the line where it starts. \
              Binary files, symlinks and .git directories are skipped. Returns at most \
              max_results matching lines (default 200, at most 1000), lines cut at 300 bytes. \
-             Use glob to find files by name.",
+             In paths and lines, a control character other than tab or a byte that is not \
+             UTF-8 is shown as \\xNN. The pattern may be up to 4096 characters (compiled \
+             within 8 MiB, groups nested up to 100 levels). Use glob to find files by name.",
         )
         .title("Search file contents")
         .input_schema(json!({
@@ -286,7 +321,9 @@ impl Tool for Grep {
                 "pattern": {
                     "type": "string",
                     "minLength": 1,
-                    "description": "Regular expression, e.g. fn\\s+main or (?i)todo."
+                    "maxLength": MAX_PATTERN_CHARS,
+                    "description": "Regular expression, e.g. fn\\s+main or (?i)todo. At most \
+                                    4096 characters."
                 },
                 "path": {
                     "type": "string",
@@ -296,9 +333,10 @@ impl Tool for Grep {
                 "glob": {
                     "type": "string",
                     "minLength": 1,
+                    "maxLength": glob::MAX_PATTERN_CHARS,
                     "description": "Only search files matching this glob: by file name \
                                     (*.rs), or by path relative to `path` when it has a / \
-                                    (src/**/*.rs)."
+                                    (src/**/*.rs). At most 1024 characters."
                 },
                 "case_insensitive": {
                     "type": "boolean",
@@ -387,34 +425,42 @@ impl Tool for Grep {
                 .map_err(|error| Outcome::text(error.message(&path)))?;
             if !search.file(&path, &buffer) {
                 return Err(Outcome::text(format!(
-                    "`{path}` looks like a binary file (it contains NUL bytes), so it was not \
-                     searched."
+                    "`{}` looks like a binary file (it contains NUL bytes), so it was not \
+                     searched.",
+                    names::escape(&path)
                 )));
             }
         } else {
-            'walk: for root in &roots {
-                let walk = WalkDir::new(root).sort_by_file_name().into_iter();
-                for entry in walk.filter_entry(glob::is_searched) {
-                    let Ok(entry) = entry else {
-                        skipped.unreadable += 1;
-                        continue;
-                    };
-                    let file = entry.path();
-                    if !entry.file_type().is_file()
+            for root in &roots {
+                let options = walk::Options {
+                    min_depth: 0,
+                    max_depth: usize::MAX,
+                    skip_git: true,
+                };
+                let walked = walk::walk(Path::new(root), options, &mut skipped.problems, |entry| {
+                    let file = entry.path.as_path();
+                    if entry.kind != Kind::File
                         || filter.as_ref().is_some_and(|f| !f.accepts(file, &path))
                     {
-                        continue;
+                        return Flow::Continue;
                     }
                     match text::load(file, &mut buffer) {
                         Ok(()) => {
-                            search.file(&file.to_string_lossy(), &buffer);
+                            search.file_at(file, &buffer);
                         }
                         Err(text::LoadError::TooLarge(_)) => skipped.too_large += 1,
-                        Err(text::LoadError::Io(_)) => skipped.unreadable += 1,
+                        Err(text::LoadError::Io(_)) => skipped.unloadable += 1,
                     }
                     if search.is_done() {
-                        break 'walk;
+                        Flow::Stop
+                    } else {
+                        Flow::Continue
                     }
+                });
+                match walked {
+                    Ok(Flow::Stop) => break,
+                    Ok(Flow::Continue) => {}
+                    Err(_) => skipped.problems.unreadable += 1,
                 }
             }
         }
@@ -425,7 +471,10 @@ impl Tool for Grep {
 /// Files a walk could not search.
 #[derive(Debug, Default)]
 struct Skipped {
-    unreadable: usize,
+    /// What the walk could not read.
+    problems: Problems,
+    /// Files found that could not be opened.
+    unloadable: usize,
     too_large: usize,
 }
 
@@ -439,7 +488,9 @@ fn finish(search: Search, pattern: &str, path: &str, skipped: &Skipped) -> Outco
             n => format!("{n} files"),
         };
         output.push_str(&format!(
-            "No matches for `{pattern}` in {files} searched under `{path}`.\n"
+            "No matches for `{}` in {files} searched under `{}`.\n",
+            names::escape(pattern),
+            names::escape(path)
         ));
     }
     if search.hit_max_results {
@@ -456,12 +507,11 @@ fn finish(search: Search, pattern: &str, path: &str, skipped: &Skipped) -> Outco
             MAX_OUTPUT_BYTES / 1024
         ));
     }
-    if skipped.unreadable > 0 {
-        output.push_str(&format!(
-            "[{} entries could not be read and were skipped.]\n",
-            skipped.unreadable
-        ));
-    }
+    let problems = Problems {
+        unreadable: skipped.problems.unreadable + skipped.unloadable,
+        ..skipped.problems
+    };
+    output.push_str(&problems.notes());
     if skipped.too_large > 0 {
         output.push_str(&format!(
             "[{} files over {} MiB were skipped.]\n",
@@ -685,5 +735,58 @@ mod tests {
         assert!(e.output.contains("binary"), "{}", e.output);
         let e = Grep::call(json!({ "pattern": "x", "path": dir.path("nope") })).unwrap_err();
         assert!(e.output.contains("does not exist"), "{}", e.output);
+    }
+
+    #[test]
+    fn refuses_patterns_over_the_limits() {
+        let e = compile(&"a".repeat(MAX_PATTERN_CHARS + 1), false).unwrap_err();
+        assert!(
+            e.starts_with(
+                "The regular expression is 4097 characters long, over the limit of 4096."
+            ),
+            "{e}"
+        );
+        let e = compile(r"\w{100}{100}", false).unwrap_err();
+        assert!(
+            e.starts_with(
+                "The regular expression is too large once compiled: over the limit of 8 MiB."
+            ),
+            "{e}"
+        );
+        let deep = format!("{}a{}", "(".repeat(200), ")".repeat(200));
+        let e = compile(&deep, false).unwrap_err();
+        assert!(
+            e.contains("nested") && e.contains("up to 100 levels"),
+            "{e}"
+        );
+        let e = FileFilter::new(&"{".repeat(20)).err().unwrap();
+        assert!(e.contains("levels deep"), "{e}");
+    }
+
+    #[test]
+    fn escapes_paths_and_lines() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = TestDir::new();
+        dir.write("a.txt", "needle\n");
+        dir.write("z.txt", "needle \x1b[2J\n");
+        let root = std::path::PathBuf::from(dir.path(""));
+        for name in [&b"bad\xff.txt"[..], b"x\nforged.txt:1:needle"] {
+            std::fs::write(root.join(std::ffi::OsStr::from_bytes(name)), "needle\n").unwrap();
+        }
+        let outcome = Grep::call(json!({ "pattern": "needle", "path": dir.path("") })).unwrap();
+        let root = dir.path("");
+        assert_eq!(
+            outcome.output,
+            format!(
+                "{root}/a.txt:1:needle\n{root}/bad\\xFF.txt:1:needle\n\
+                 {root}/x\\x0Aforged.txt:1:needle:1:needle\n{root}/z.txt:1:needle \\x1B[2J\n"
+            )
+        );
+        let details = outcome.details.unwrap();
+        assert_eq!(
+            details["matches"][1]["path"],
+            format!(r"{root}/bad\xFF.txt")
+        );
+        assert_eq!(details["matches"][3]["text"], r"needle \x1B[2J");
     }
 }

@@ -11,9 +11,11 @@ pub mod edit;
 pub mod glob;
 pub mod grep;
 pub mod list;
+pub mod names;
 pub mod paths;
 pub mod read;
 pub mod text;
+pub mod walk;
 pub mod write;
 
 pub use edit::EditFile;

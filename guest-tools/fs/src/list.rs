@@ -4,10 +4,10 @@
 //! contents follow it), symlinks are listed but not followed, and `/` lists the
 //! mounted directories.
 
-use crate::paths;
+use crate::walk::{self, Flow, Kind, Problems};
+use crate::{names, paths};
 use std::path::Path;
 use toolcage_guest::{Descriptor, Outcome, Tool, Value, json, parse_args};
-use walkdir::WalkDir;
 
 /// The deepest listing allowed.
 pub const MAX_DEPTH: usize = 10;
@@ -31,7 +31,7 @@ fn one() -> usize {
 /// One listed entry.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Entry {
-    /// The path relative to the listed directory.
+    /// The path relative to the listed directory, escaped as [`names`] says.
     pub path: String,
     /// `file`, `dir`, `symlink` or `other`.
     pub kind: &'static str,
@@ -45,8 +45,9 @@ pub struct Listing {
     pub entries: Vec<Entry>,
     /// More entries existed than the cap.
     pub truncated: bool,
-    /// Entries that could not be read (permissions, races).
-    pub unreadable: usize,
+    /// Entries that could not be read (permissions, races, names that are
+    /// not UTF-8 under WASI).
+    pub problems: Problems,
 }
 
 /// Lists `dir` (a normalized absolute path) down to `depth` levels, at most
@@ -61,50 +62,46 @@ pub fn list(dir: &str, roots: &[String], depth: usize, cap: usize) -> Listing {
         } else {
             (0, depth.saturating_sub(1))
         };
-        let walk = WalkDir::new(root)
-            .min_depth(min_depth)
-            .max_depth(max_depth)
-            .sort_by_file_name();
-        for entry in walk {
-            let Ok(entry) = entry else {
-                listing.unreadable += 1;
-                continue;
-            };
+        let options = walk::Options {
+            min_depth,
+            max_depth,
+            skip_git: false,
+        };
+        let walked = walk::walk(Path::new(root), options, &mut listing.problems, |entry| {
             if listing.entries.len() == cap {
                 listing.truncated = true;
-                return listing;
+                return Flow::Stop;
             }
-            let file_type = entry.file_type();
-            let kind = if file_type.is_dir() {
-                "dir"
-            } else if file_type.is_symlink() {
-                "symlink"
-            } else if file_type.is_file() {
-                "file"
-            } else {
-                "other"
-            };
-            let size = if file_type.is_file() {
-                entry.metadata().ok().map(|metadata| metadata.len())
-            } else {
-                None
+            let (kind, size) = match entry.kind {
+                Kind::Dir => ("dir", None),
+                Kind::Symlink => ("symlink", None),
+                Kind::File => (
+                    "file",
+                    std::fs::symlink_metadata(&entry.path)
+                        .ok()
+                        .map(|metadata| metadata.len()),
+                ),
+                Kind::Other => ("other", None),
             };
             listing.entries.push(Entry {
-                path: relative(entry.path(), dir),
+                path: relative(&entry.path, dir),
                 kind,
                 size,
             });
+            Flow::Continue
+        });
+        match walked {
+            Ok(Flow::Stop) => return listing,
+            Ok(Flow::Continue) => {}
+            Err(_) => listing.problems.unreadable += 1,
         }
     }
     listing
 }
 
-/// `path` relative to `dir`, as a string.
+/// `path` relative to `dir`, escaped for output.
 fn relative(path: &Path, dir: &str) -> String {
-    path.strip_prefix(dir)
-        .unwrap_or(path)
-        .to_string_lossy()
-        .into_owned()
+    names::escape_path(path.strip_prefix(dir).unwrap_or(path)).into_owned()
 }
 
 /// One line per entry: `dir  src/`, `file 1234 src/main.rs`, `link src/x`.
@@ -122,7 +119,7 @@ pub fn render(dir: &str, listing: &Listing) -> String {
         out.push('\n');
     }
     if listing.entries.is_empty() {
-        out.push_str(&format!("`{dir}` is empty.\n"));
+        out.push_str(&format!("`{}` is empty.\n", names::escape(dir)));
     }
     if listing.truncated {
         out.push_str(&format!(
@@ -131,12 +128,7 @@ pub fn render(dir: &str, listing: &Listing) -> String {
             listing.entries.len()
         ));
     }
-    if listing.unreadable > 0 {
-        out.push_str(&format!(
-            "[{} entries could not be read and are not shown.]\n",
-            listing.unreadable
-        ));
-    }
+    out.push_str(&listing.problems.notes());
     out
 }
 
@@ -149,7 +141,8 @@ impl Tool for ListDir {
              depth 1 (the default) lists direct children; up to 10 lists subdirectories \
              recursively. At most 1000 entries are returned. `/` lists the mounted \
              directories, which is a good first call to see what is available. Use glob to \
-             find files by name pattern across a tree.",
+             find files by name pattern across a tree. In names, a control character or a \
+             byte that is not UTF-8 is shown as \\xNN.",
         )
         .title("List directory")
         .input_schema(json!({
@@ -214,7 +207,7 @@ impl Tool for ListDir {
         let depth = args.depth.clamp(1, MAX_DEPTH);
         let listing = list(&path, &roots, depth, MAX_ENTRIES);
         let details = json!({
-            "path": path,
+            "path": names::escape(&path),
             "entries": listing.entries,
             "truncated": listing.truncated,
         });
@@ -303,5 +296,24 @@ mod tests {
         std::fs::create_dir(dir.path("empty")).unwrap();
         let outcome = ListDir::call(json!({ "path": dir.path("empty") })).unwrap();
         assert!(outcome.output.ends_with("` is empty.\n"));
+    }
+
+    #[test]
+    fn lists_every_name_escaped_one_per_line() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = TestDir::new();
+        dir.write("a.txt", "a");
+        dir.write("z.txt", "z");
+        let root = std::path::PathBuf::from(dir.path(""));
+        for name in [&b"bad\xff"[..], b"two\nfile 9 forged", b"\x1b]0;owned\x07"] {
+            std::fs::write(root.join(std::ffi::OsStr::from_bytes(name)), "").unwrap();
+        }
+        let outcome = ListDir::call(json!({ "path": dir.path("") })).unwrap();
+        assert_eq!(
+            outcome.output,
+            "file 0 \\x1B]0;owned\\x07\nfile 1 a.txt\nfile 0 bad\\xFF\n\
+             file 0 two\\x0Afile 9 forged\nfile 1 z.txt\n"
+        );
+        assert_eq!(outcome.details.unwrap()["entries"][2]["path"], r"bad\xFF");
     }
 }

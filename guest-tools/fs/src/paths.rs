@@ -59,13 +59,15 @@ pub fn resolve_in(path: &str, mounts: Option<&[String]>) -> Result<String, Strin
         // `workspace/src` most likely means `/workspace/src` when that is
         // mounted; otherwise suggest the path under the first mount.
         let rooted = normalize(&format!("/{path}"));
+        let shown = crate::names::escape(path);
         let example = match mounts {
             Some(mounts) if mounts.iter().any(|m| is_within(&rooted, m)) => rooted,
             Some([mount, ..]) => normalize(&format!("{mount}/{path}")),
             _ => format!("/workspace/{path}"),
         };
         return Err(format!(
-            "`{path}` is a relative path, but paths must be absolute, such as `{example}`. {}",
+            "`{shown}` is a relative path, but paths must be absolute, such as `{}`. {}",
+            crate::names::escape(&example),
             describe_mounts(mounts)
         ));
     }
@@ -73,8 +75,9 @@ pub fn resolve_in(path: &str, mounts: Option<&[String]>) -> Result<String, Strin
     match mounts {
         Some(mounts) if normalized != "/" && !mounts.iter().any(|m| is_within(&normalized, m)) => {
             Err(format!(
-                "`{normalized}` is outside the mounted directories, so it does not exist in this \
+                "`{}` is outside the mounted directories, so it does not exist in this \
                  sandbox. {}",
+                crate::names::escape(&normalized),
                 describe_mounts(Some(mounts))
             ))
         }
@@ -151,7 +154,10 @@ pub fn require_dir(path: &str, action: &str, hint: &str) -> Result<(), String> {
     if metadata.is_dir() {
         Ok(())
     } else {
-        Err(format!("`{path}` is a file, not a directory. {hint}"))
+        Err(format!(
+            "`{}` is a file, not a directory. {hint}",
+            crate::names::escape(path)
+        ))
     }
 }
 
@@ -175,7 +181,10 @@ pub fn io_error(action: &str, path: &str, error: &io::Error) -> String {
         }
         _ => error.to_string(),
     };
-    format!("Could not {action} `{path}`: {why}.")
+    format!(
+        "Could not {action} `{}`: {why}.",
+        crate::names::escape(path)
+    )
 }
 
 #[cfg(test)]

@@ -122,7 +122,7 @@ pub fn page(text: &str, offset: usize, limit: usize) -> Result<Page, String> {
 /// continue when the page stops early.
 pub fn render(path: &str, page: Page) -> String {
     if page.total_lines == 0 {
-        return format!("[`{path}` is empty.]");
+        return format!("[`{}` is empty.]", crate::names::escape(path));
     }
     let mut output = page.text;
     if page.last_line < page.total_lines {
@@ -207,10 +207,12 @@ impl Tool for ReadFile {
         text::load(Path::new(&path), &mut bytes)
             .map_err(|error| Outcome::text(error.message(&path)))?;
         let text = text::as_text(&path, &bytes).map_err(Outcome::text)?;
-        let page = page(text, args.offset, args.limit)
-            .map_err(|error| Outcome::text(format!("Cannot read `{path}`: {error}")))?;
+        let page = page(text, args.offset, args.limit).map_err(|error| {
+            let shown = crate::names::escape(&path);
+            Outcome::text(format!("Cannot read `{shown}`: {error}"))
+        })?;
         let details = json!({
-            "path": path,
+            "path": crate::names::escape(&path),
             "size": bytes.len(),
             "total_lines": page.total_lines,
             "first_line": page.first_line,
@@ -326,5 +328,19 @@ mod tests {
         assert!(e.output.contains("relative path"), "{}", e.output);
         let e = ReadFile::call(json!({ "path": path, "offset": 9 })).unwrap_err();
         assert!(e.output.starts_with("Cannot read `"), "{}", e.output);
+    }
+
+    #[test]
+    fn messages_escape_the_path() {
+        let dir = TestDir::new();
+        let e = ReadFile::call(json!({ "path": dir.path("no\nsuch") })).unwrap_err();
+        assert_eq!(
+            e.output,
+            format!(
+                "Could not read `{}/no\\x0Asuch`: it does not exist. Check the path with \
+                 list_dir or glob.",
+                dir.path("")
+            )
+        );
     }
 }

@@ -31,8 +31,9 @@ impl From<io::Error> for LoadError {
 impl LoadError {
     /// What went wrong reading `path`, and what to do.
     pub fn message(&self, path: &str) -> String {
+        let path = crate::names::escape(path);
         match self {
-            LoadError::Io(error) => crate::paths::io_error("read", path, error),
+            LoadError::Io(error) => crate::paths::io_error("read", &path, error),
             LoadError::TooLarge(size) => format!(
                 "`{path}` is {} MiB, larger than the {} MiB the file tools load.",
                 size / (1024 * 1024),
@@ -68,6 +69,7 @@ pub fn is_binary(bytes: &[u8]) -> bool {
 
 /// The file's bytes as text, or a message saying why they are not text.
 pub fn as_text<'a>(path: &str, bytes: &'a [u8]) -> Result<&'a str, String> {
+    let path = crate::names::escape(path);
     if is_binary(bytes) {
         return Err(format!(
             "`{path}` looks like a binary file (it contains NUL bytes), and this tool only \
@@ -105,30 +107,27 @@ pub fn cut_line(line: &str, max_chars: usize) -> Option<&str> {
         .map(|(end, _)| &line[..end])
 }
 
-/// `bytes` as one line of output: lossy UTF-8, without a trailing `\r`, with
-/// control characters other than tab replaced by `�`, and cut to `max_bytes`
-/// (at a character boundary) with a trailing `…` when longer.
+/// `bytes` as one line of output: without a trailing `\r`, escaped as
+/// [`crate::names`] says (tabs kept), and cut to `max_bytes` (at a character
+/// boundary) with a trailing `…` when longer.
 pub fn display_line(bytes: &[u8], max_bytes: usize) -> String {
     let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-    let cut = bytes.len() > max_bytes;
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(max_bytes)]);
-    let mut line: String = text
-        .chars()
-        .map(|c| {
-            if c.is_control() && c != '\t' {
-                '\u{FFFD}'
-            } else {
-                c
-            }
-        })
-        .collect();
-    if cut {
-        // A character split by the cut decoded as a trailing `�`: drop it.
-        if line.ends_with('\u{FFFD}') {
-            line.pop();
-        }
-        line.push('…');
+    if bytes.len() <= max_bytes {
+        return crate::names::escape_line(bytes).into_owned();
     }
+    // A character split by the cut is left out rather than shown as bytes.
+    let mut cut = max_bytes;
+    if let Some(start) = (cut.saturating_sub(3)..cut)
+        .rev()
+        .find(|&i| bytes[i] >= 0xC0)
+    {
+        let split = std::str::from_utf8(&bytes[start..cut]).is_err_and(|e| e.error_len().is_none());
+        if split {
+            cut = start;
+        }
+    }
+    let mut line = crate::names::escape_line(&bytes[..cut]).into_owned();
+    line.push('…');
     line
 }
 
@@ -202,9 +201,12 @@ mod tests {
     #[test]
     fn displays_lines_safely() {
         assert_eq!(display_line(b"let x = 1;\r", 100), "let x = 1;");
-        assert_eq!(display_line(b"a\x1bb\tc", 100), "a\u{FFFD}b\tc");
+        assert_eq!(display_line(b"a\x1bb\tc", 100), "a\\x1Bb\tc");
         assert_eq!(display_line(b"abcdef", 3), "abc…");
         assert_eq!(display_line("aé".as_bytes(), 2), "a…");
-        assert_eq!(display_line(b"\xffx", 10), "\u{FFFD}x");
+        assert_eq!(display_line("aéz".as_bytes(), 3), "aé…");
+        assert_eq!(display_line(b"\xffx", 10), "\\xFFx");
+        assert_eq!(display_line(b"ab\x80\x80\x80\x80", 4), "ab\\x80\\x80…");
+        assert_eq!(display_line(b"x\ny\r", 10), "x\\x0Ay");
     }
 }

@@ -1,9 +1,98 @@
-//! `write_file`: creates a file or replaces its whole content.
+//! `write_file`: creates a file or replaces its whole content; and
+//! [`replace_file`], the only way the tools change a file.
 
-use crate::paths;
+use crate::{names, paths};
 use std::fs;
-use std::path::Path;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use toolcage_guest::{Descriptor, Outcome, Tool, Value, json, parse_args};
+
+/// How many symlinks [`replace_file`] follows to find the file to replace.
+const MAX_SYMLINKS: usize = 40;
+
+/// Gives `path` the new `content` all at once: the content goes to a fresh
+/// temporary file in the same directory, which is then renamed over `path`.
+/// The rename is atomic, so `path` holds its old content or the new one,
+/// never a part; if anything fails first (an error, or the call running out
+/// of fuel and being stopped) the file is left as it was. Callers compute
+/// everything they report before calling this, so that the rename is the
+/// last thing a successful call does.
+///
+/// When `path` is a symlink, the file it leads to is replaced, not the link.
+/// The new file gets the old one's permissions where the platform can set
+/// them (natively; WASI has no permissions to copy, so there it gets the
+/// host's defaults). A hard link to the old file keeps the old content.
+pub fn replace_file(path: &str, content: &[u8]) -> Result<(), String> {
+    let target = follow_symlinks(path)?;
+    let dir = target.parent().unwrap_or(Path::new("/"));
+    let old_permissions = fs::metadata(&target).ok().map(|m| m.permissions());
+    let (temp, mut file) =
+        create_temp(dir).map_err(|error| paths::io_error("write", path, &error))?;
+    let written = file.write_all(content).and_then(|()| {
+        if let Some(permissions) = old_permissions {
+            // WASI cannot set permissions; natively this keeps the mode.
+            let _ = file.set_permissions(permissions);
+        }
+        drop(file);
+        fs::rename(&temp, &target)
+    });
+    written.map_err(|error| {
+        let _ = fs::remove_file(&temp);
+        paths::io_error("write", path, &error)
+    })
+}
+
+/// The path of the file that `path` leads to through symlinks: `path` itself
+/// when it is not a symlink (or does not exist).
+fn follow_symlinks(path: &str) -> Result<PathBuf, String> {
+    let mut current = PathBuf::from(path);
+    for _ in 0..MAX_SYMLINKS {
+        let is_link = fs::symlink_metadata(&current).is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            return Ok(current);
+        }
+        let link = fs::read_link(&current)
+            .map_err(|error| paths::io_error("follow the symlink", path, &error))?;
+        let link = link
+            .to_str()
+            .filter(|link| !link.starts_with('/'))
+            .ok_or_else(|| {
+                format!(
+                    "`{}` is a symlink to a path outside this directory tree, which the sandbox \
+                 does not follow. Write to the file it leads to instead.",
+                    names::escape(path)
+                )
+            })?;
+        let parent = current.parent().and_then(Path::to_str).unwrap_or("/");
+        current = PathBuf::from(paths::resolve(&format!("{parent}/{link}"))?);
+    }
+    Err(format!(
+        "`{}` leads through more than {MAX_SYMLINKS} symlinks.",
+        names::escape(path)
+    ))
+}
+
+/// Creates a new, empty temporary file in `dir`.
+fn create_temp(dir: &Path) -> io::Result<(PathBuf, fs::File)> {
+    use std::hash::{BuildHasher, RandomState};
+    let mut attempt = 0u64;
+    loop {
+        // RandomState is seeded from the system's randomness.
+        let token = RandomState::new().hash_one(attempt);
+        let temp = dir.join(format!(".toolcage-{token:016x}.tmp"));
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+        {
+            Ok(file) => return Ok((temp, file)),
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists && attempt < 16 => {
+                attempt += 1;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
 
 /// The `write_file` tool.
 pub struct WriteFile;
@@ -67,8 +156,9 @@ impl Tool for WriteFile {
         let created = match fs::metadata(&path) {
             Ok(metadata) if metadata.is_dir() => {
                 return Err(Outcome::text(format!(
-                    "`{path}` is a directory, so it cannot be written as a file. Choose a file \
-                     path inside it."
+                    "`{}` is a directory, so it cannot be written as a file. Choose a file \
+                     path inside it.",
+                    names::escape(&path)
                 )));
             }
             Ok(_) => false,
@@ -78,21 +168,24 @@ impl Tool for WriteFile {
             let parent = parent.to_string_lossy();
             if !args.create_dirs {
                 return Err(Outcome::text(format!(
-                    "The directory `{parent}` does not exist. Call write_file again with \
-                     create_dirs=true to create it, or check the path with list_dir."
+                    "The directory `{}` does not exist. Call write_file again with \
+                     create_dirs=true to create it, or check the path with list_dir.",
+                    names::escape(&parent)
                 )));
             }
             fs::create_dir_all(parent.as_ref()).map_err(|error| {
                 Outcome::text(paths::io_error("create the directory", &parent, &error))
             })?;
         }
-        fs::write(&path, &args.content)
-            .map_err(|error| Outcome::text(paths::io_error("write", &path, &error)))?;
         let bytes = args.content.len();
         let verb = if created { "Created" } else { "Overwrote" };
         let unit = if bytes == 1 { "byte" } else { "bytes" };
-        Ok(Outcome::text(format!("{verb} `{path}` ({bytes} {unit})."))
-            .with_details(json!({ "path": path, "bytes": bytes, "created": created })))
+        let shown = names::escape(&path);
+        let outcome = Outcome::text(format!("{verb} `{shown}` ({bytes} {unit})."))
+            .with_details(json!({ "path": shown, "bytes": bytes, "created": created }));
+        // The last step: the file changes only once the result is certain.
+        replace_file(&path, args.content.as_bytes()).map_err(Outcome::text)?;
+        Ok(outcome)
     }
 }
 
@@ -131,5 +224,64 @@ mod tests {
         let dir = TestDir::new();
         let e = WriteFile::call(json!({ "path": dir.path(""), "content": "x" })).unwrap_err();
         assert!(e.output.contains("is a directory"), "{}", e.output);
+    }
+
+    fn entries(dir: &TestDir) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir.path(""))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn replaces_through_a_temporary_file_keeping_the_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = TestDir::new();
+        dir.write("run.sh", "old");
+        let path = dir.path("run.sh");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o750)).unwrap();
+        replace_file(&path, b"new").unwrap();
+        assert_eq!(dir.read("run.sh"), "new");
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o750);
+        assert_eq!(entries(&dir), ["run.sh"], "no temporary file is left");
+    }
+
+    #[test]
+    fn replaces_the_file_a_symlink_leads_to() {
+        let dir = TestDir::new();
+        dir.write("real/f.txt", "old");
+        std::os::unix::fs::symlink("real/f.txt", dir.path("link")).unwrap();
+        WriteFile::call(json!({ "path": dir.path("link"), "content": "new" })).unwrap();
+        assert_eq!(dir.read("real/f.txt"), "new");
+        assert!(
+            fs::symlink_metadata(dir.path("link"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+    }
+
+    #[test]
+    fn a_failed_replacement_leaves_everything_as_it_was() {
+        let dir = TestDir::new();
+        dir.write("d/inside", "x");
+        // A file cannot be renamed over a directory that holds something.
+        let e = replace_file(&dir.path("d"), b"new").unwrap_err();
+        assert!(e.starts_with("Could not write `"), "{e}");
+        assert_eq!(entries(&dir), ["d"], "the temporary file is removed");
+        assert_eq!(dir.read("d/inside"), "x");
+    }
+
+    #[test]
+    fn messages_escape_the_path() {
+        let dir = TestDir::new();
+        let path = dir.path("new\nline\x1b.txt");
+        let outcome = WriteFile::call(json!({ "path": path, "content": "x" })).unwrap();
+        let shown = format!("{}/new\\x0Aline\\x1B.txt", dir.path(""));
+        assert_eq!(outcome.output, format!("Created `{shown}` (1 byte)."));
+        assert_eq!(outcome.details.unwrap()["path"], shown);
     }
 }
