@@ -185,5 +185,8 @@ def test_http_answers_fifo_reads_at_their_deadline_and_stops_on_sigterm(fifo_mou
             assert took[id] <= ANSWERED_WITHIN_S, f"call {id} answered after {took[id]:.2f} s"
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=10) == 0
+        time.sleep(0.2)
+        stderr = "".join(lines)
+        assert "given-up calls still blocked in a file operation" in stderr, stderr
     finally:
         server.kill()

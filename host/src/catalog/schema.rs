@@ -127,8 +127,9 @@ fn compile(which: &str, schema: &Value) -> Result<Validator, String> {
 
 /// Every way `instance` fails `validator`, one line each
 /// (`- <instance path>: <message>`), or `None` when it is valid. At most
-/// [`MAX_ERROR_LINES`] lines are listed, each cut at [`MAX_ERROR_LINE_LEN`]
-/// bytes, and a last line counts the rest.
+/// [`MAX_ERROR_LINES`] lines are listed, each cut to about
+/// [`MAX_ERROR_LINE_LEN`] bytes (its start and its end kept), and a last
+/// line counts the rest.
 pub(crate) fn errors(validator: &Validator, instance: &Value) -> Option<String> {
     let mut lines = Vec::new();
     let mut more = 0;
@@ -146,16 +147,22 @@ pub(crate) fn errors(validator: &Validator, instance: &Value) -> Option<String> 
     (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
-fn cut(mut line: String, max: usize) -> String {
-    if line.len() > max {
-        let mut end = max;
-        while !line.is_char_boundary(end) {
-            end -= 1;
-        }
-        line.truncate(end);
-        line.push('…');
+/// `line` cut to about `max` bytes, keeping its start and its end: an error
+/// message ends with what was wrong (`… is longer than 1024 characters`),
+/// after the offending value.
+fn cut(line: String, max: usize) -> String {
+    if line.len() <= max {
+        return line;
     }
-    line
+    let mut head = max * 2 / 3;
+    while !line.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = line.len() - (max - head);
+    while !line.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{} … {}", &line[..head], &line[tail..])
 }
 
 /// A JSON pointer for people: the root, which is the empty pointer, is `/`.
@@ -174,6 +181,17 @@ fn hints(flags: WitHints) -> Hints {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_cut_error_line_keeps_what_was_wrong() {
+        let value = "{".repeat(5_000);
+        let line = format!("- /pattern: \"{value}\" is longer than 1024 characters");
+        let cut = super::cut(line, 300);
+        assert!(cut.len() <= 305, "{}", cut.len());
+        assert!(cut.starts_with("- /pattern: \"{{{"), "{cut}");
+        assert!(cut.ends_with("is longer than 1024 characters"), "{cut}");
+        assert_eq!(super::cut("short".into(), 300), "short");
+    }
+
     use super::*;
     use serde_json::json;
 

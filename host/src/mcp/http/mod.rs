@@ -401,6 +401,7 @@ impl McpServer {
         let cores = Cores::per_core("toolcage-http")?;
         let gate = limits::Gate::new(options.connection_limits());
         drain::serve_until(listener, app, &gate, &cores, shutdown, finish).await;
+        super::report_left_behind(&self.tools);
         Ok(())
     }
 }
