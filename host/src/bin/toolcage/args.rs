@@ -229,7 +229,10 @@ pub enum Command {
         /// balancer to route tasks/* to this replica (deploy/nginx.conf).
         #[arg(long, value_name = "NAME")]
         task_route: Option<String>,
-        /// Never answer with a task: offer no tasks extension.
+        /// Never answer with a task: offer no tasks extension. It cannot be
+        /// given with --task-after-ms, --task-ttl-s or --task-route: those
+        /// set how tasks are made and kept, and with --no-tasks none are,
+        /// so giving both is refused rather than one silently ignored.
         #[arg(long, conflicts_with_all = ["task_after_ms", "task_ttl_s", "task_route"])]
         no_tasks: bool,
         /// Watch by polling every N milliseconds, for file systems that send
