@@ -548,6 +548,89 @@ def test_toolcage_sign_pushes_what_cosign_verifies(oci_registry, tmp_path, key_f
     assert project.entries()[echo_tag].get("signature"), project.lock()
 
 
+# --- cosign's encrypted key files ----------------------------------------------
+
+
+@pytest.mark.parametrize("label", [cosign.SIGSTORE_KEY_LABEL, cosign.COSIGN_KEY_LABEL])
+def test_sign_reads_cosigns_encrypted_key(oci_registry, tmp_path, label):
+    """A key sealed by cosign.py as cosign seals it (scrypt, secretbox)
+    signs with COSIGN_PASSWORD, and cosign.py verifies the signature; a
+    wrong password, a truncated file and another KDF are each refused with
+    the file named, and nothing is pushed."""
+    host = oci_registry.host
+    project, key = signed_project(tmp_path, oci_registry, require_signature=True)
+    key_file = project.dir / "cosign.key"
+    password = b"correct horse battery staple"
+    key_file.write_bytes(cosign.encrypted_pem(key, password, label=label))
+    digest = project.push(ECHO, ref(host))["digest"]
+    target = pinned(host, "tools/echo", digest)
+
+    for content, words in [
+        (cosign.encrypted_pem(key, b"wrong password", label=label), ["password is wrong"]),
+        (key_file.read_bytes()[:300], ["truncated"]),
+        (cosign.encrypted_pem(key, password, label=label, kdf="argon2"), ["argon2", "scrypt"]),
+    ]:
+        bad = project.dir / "bad.key"
+        bad.write_bytes(content)
+        project.env["COSIGN_PASSWORD"] = password.decode()
+        refused = project.fails("sign", target, "--key", str(bad), input="")
+        assert_says(refused, str(bad), *words)
+        assert "panic" not in refused.stderr
+    assert not cosign.fetch_and_verify(host, "tools/echo", digest, key)
+
+    # Without a password, and no terminal to ask on: refused, saying how.
+    project.env.pop("COSIGN_PASSWORD")
+    refused = project.fails("sign", target, "--key", str(key_file), input="")
+    assert_says(refused, str(key_file), "COSIGN_PASSWORD", "--key-password-stdin")
+
+    project.env["COSIGN_PASSWORD"] = password.decode()
+    project.ok("sign", target, "--key", str(key_file))
+    assert cosign.fetch_and_verify(host, "tools/echo", digest, key)
+    # From stdin as well, when COSIGN_PASSWORD is not set.
+    project.env.pop("COSIGN_PASSWORD")
+    project.ok(
+        "sign", target, "--key", str(key_file), "--key-password-stdin", input=password.decode() + "\n"
+    )
+    configure_tools(project, oci_registry, [ref(host)])
+    project.ok("pull")
+    assert project.entries()[ref(host)].get("signature"), project.lock()
+
+
+def test_generate_key_pair_writes_what_cosign_reads(oci_registry, tmp_path):
+    """`toolcage generate-key-pair` writes NAME.key in cosign's format, with
+    cosign's scrypt parameters (cosign.py decrypts it) and NAME.pub; it
+    refuses to overwrite them; the key signs, and the signature verifies
+    with NAME.pub in cosign.py and in pull."""
+    host = oci_registry.host
+    project = Project(tmp_path)
+    project.env["COSIGN_PASSWORD"] = "s3cret"
+    project.ok("generate-key-pair", "--output-key-prefix", "team")
+    private_path, public_path = project.dir / "team.key", project.dir / "team.pub"
+    assert private_path.stat().st_mode & 0o077 == 0
+    pem = private_path.read_bytes()
+    assert pem.startswith(b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n"), pem
+    key, envelope = cosign.decrypt_pem(pem, b"s3cret")
+    assert envelope["kdf"]["params"] == {"N": 32768, "r": 8, "p": 1}
+    assert len(base64.b64decode(envelope["kdf"]["salt"])) == 32
+    assert cosign.public_pem(key) == public_path.read_bytes()
+    # cosign.py signs with it, and the signature verifies with team.pub.
+    assert cosign.verify(public_path, b"data", cosign.sign(key, b"data"))
+
+    before = (pem, public_path.read_bytes())
+    refused = project.fails("generate-key-pair", "--output-key-prefix", "team")
+    assert_says(refused, "team.key", "overwrite")
+    assert (private_path.read_bytes(), public_path.read_bytes()) == before
+
+    keys = [(f"oci://{host}/tools/", "team.pub", True)]
+    project.write_config(insecure=[host], keys=keys)
+    digest = project.push(ECHO, ref(host))["digest"]
+    project.ok("sign", pinned(host, "tools/echo", digest), "--key", "team.key")
+    assert cosign.fetch_and_verify(host, "tools/echo", digest, public_path)
+    configure_tools(project, oci_registry, [ref(host)])
+    project.ok("pull")
+    assert project.entries()[ref(host)].get("signature"), project.lock()
+
+
 # --- Registry credentials ------------------------------------------------------
 
 

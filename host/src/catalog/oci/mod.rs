@@ -35,6 +35,7 @@
 
 #[cfg(feature = "oci")]
 mod client;
+mod keyfile;
 mod layout;
 mod lock;
 mod pulled;
@@ -45,6 +46,10 @@ mod trust;
 
 #[cfg(feature = "oci")]
 pub use client::{Client, ClientOptions, Credentials, Progress};
+pub use keyfile::{
+    COSIGN_KEY_LABEL, COSIGN_SCRYPT_LOG_N, KeyFileError, KeyProblem, MAX_SCRYPT_MEMORY,
+    PasswordSource, SIGSTORE_KEY_LABEL,
+};
 pub use layout::{
     ANNOTATION_TOOLS, ANNOTATION_WIT, CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, WIT_VERSION,
 };
