@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import tomllib
 from pathlib import Path
 
@@ -791,3 +792,81 @@ def test_a_failing_registry_is_tried_three_times_and_large_pulls_report_progress
     assert len(proxy.failed) == 3, proxy.failed
     assert_says(failed, "503")
     assert project.lock() is None
+
+
+# --- Ceilings on what a registry sends -------------------------------------------
+
+
+def pull_watched(project, *args, timeout=RUN_S):
+    """`toolcage pull ARGS`, its peak resident memory (VmHWM, KiB) read from
+    /proc while it runs: (completed process, peak KiB)."""
+    command = [BIN, "--no-bundled", "--config", str(project.config), "pull", *args]
+    process = subprocess.Popen(
+        command,
+        cwd=project.dir,
+        env=project.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    peak, deadline = 0, time.monotonic() + timeout
+    status = Path(f"/proc/{process.pid}/status")
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]))
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.005)
+    if process.poll() is None:
+        process.kill()
+    stdout, stderr = process.communicate(timeout=30)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr), peak
+
+
+def store_files(project):
+    return sorted(p.relative_to(project.store) for p in project.store.rglob("*"))
+
+
+def test_a_hostile_registry_cannot_make_pull_use_unbounded_memory(
+    oci_registry, lying_proxy, tmp_path
+):
+    """A manifest answered with 64 MiB, and a token answer that does not end:
+    each pull fails within seconds naming what was too large, its peak
+    memory stays within 64 MiB of a normal pull's, and the lock and the
+    store stay as they were."""
+    project = Project(tmp_path)
+    proxy = lying_proxy(oci_registry)
+    proxy.lying = False
+    reference = ref(proxy.host)
+    project.write_config([reference], insecure=[proxy.host])
+    project.push(ECHO, reference)
+    pulled, baseline = pull_watched(project)
+    assert pulled.returncode == 0, describe(("pull",), pulled)
+    assert baseline > 0
+    lock, stored = project.lock(), store_files(project)
+
+    proxy.huge_manifests = 1
+    started = time.monotonic()
+    failed, peak = pull_watched(project, "--update")
+    assert failed.returncode == 1, describe(("pull", "--update"), failed)
+    assert_says(failed, "manifest is larger than the 4194304 bytes")
+    assert time.monotonic() - started < 20
+    assert peak < baseline + (64 << 10), (peak, baseline)
+    assert (project.lock(), store_files(project)) == (lock, stored)
+    # It stopped reading: the proxy got out far less than it had to send.
+    [(_, sent)] = proxy.hostile
+    assert sent < 32 << 20, proxy.hostile
+
+    proxy.endless_tokens = True
+    proxy.hostile.clear()
+    started = time.monotonic()
+    failed, peak = pull_watched(project, "--update")
+    assert failed.returncode == 1, describe(("pull", "--update"), failed)
+    assert_says(failed, "token answer is larger than the 65536 bytes")
+    assert time.monotonic() - started < 20
+    assert peak < baseline + (64 << 10), (peak, baseline)
+    assert (project.lock(), store_files(project)) == (lock, stored)
+    assert proxy.hostile and all(sent < 32 << 20 for _, sent in proxy.hostile), proxy.hostile
