@@ -252,13 +252,13 @@ impl Reader {
         if scheme.eq_ignore_ascii_case("basic") {
             return basic.ok_or_else(|| {
                 ReadError::Unauthorized(
-                    "the registry asks for credentials: give them (an `auths` entry in Docker's config.json, or --registry-user with --registry-password-stdin)".into(),
+                    "401 unauthorized: the registry asks for credentials: give them (an `auths` entry in Docker's config.json, or --registry-user with --registry-password-stdin)".into(),
                 )
             });
         }
         if !scheme.eq_ignore_ascii_case("bearer") {
             return Err(ReadError::Unauthorized(format!(
-                "the registry asks for `{scheme}` authentication, which toolcage does not speak"
+                "401 unauthorized: the registry asks for `{scheme}` authentication, which toolcage does not speak"
             )));
         }
         let params = challenge_params(params);
@@ -283,7 +283,7 @@ impl Reader {
             let status = response.status();
             let body = error_body(response).await;
             return Err(ReadError::Unauthorized(format!(
-                "the token service at {realm} answered {}: {}",
+                "unauthorized: the token service at {realm} answered {}: {}",
                 status.as_u16(),
                 body.trim()
             )));
