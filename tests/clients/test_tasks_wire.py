@@ -115,6 +115,9 @@ def wire(config_file):
 
 @pytest.mark.parametrize("revision", ["2025-11-25", "2025-06-18"])
 def test_an_initialized_session_gets_its_result_in_line(wire, revision):
+    """A session opened with `initialize` (declaring the extension there)
+    is not offered it and gets its calls' results in line; a 2026-07-28
+    request gets a task only when it carries the extension itself."""
     server = wire("--task-after-ms", "0")
     result = initialize(server, revision)
     assert result["protocolVersion"] == revision
@@ -122,6 +125,15 @@ def test_an_initialized_session_gets_its_result_in_line(wire, revision):
     answer = server.request("tools/call", call("plain", 200, modern=False))
     assert answer["result"].get("resultType", "complete") != "task", answer
     assert answer["result"]["content"][0]["text"] == "plain"
+    # A 2026-07-28 request on the same connection: a task only when its own
+    # capabilities carry the extension, whatever `initialize` declared.
+    plain = server.request("tools/call", call("plain", 100, extensions=False))
+    assert plain["result"].get("resultType", "complete") != "task", plain
+    assert plain["result"]["content"][0]["text"] == "plain"
+    task = server.request("tools/call", call("task", 100))
+    assert task["result"]["resultType"] == "task", task
+    again = server.request("tools/call", call("again", 100, extensions=False))
+    assert again["result"].get("resultType", "complete") != "task", again
 
 
 def initialize(server, revision="2025-11-25"):
@@ -136,23 +148,6 @@ def initialize(server, revision="2025-11-25"):
     )
     server.send("notifications/initialized", id=False)
     return answer["result"]
-
-
-@pytest.mark.parametrize("initialized", [False, True], ids=["fresh", "after-initialize"])
-def test_only_a_request_that_carries_the_extension_gets_a_task(wire, initialized):
-    """Declared at `initialize` or not, a 2026-07-28 request gets a task only
-    when its own capabilities carry the extension."""
-    server = wire("--task-after-ms", "0")
-    if initialized:
-        initialize(server)
-    plain = server.request("tools/call", call("plain", 100, extensions=False))
-    assert plain["result"].get("resultType", "complete") != "task", plain
-    assert plain["result"]["content"][0]["text"] == "plain"
-    task = server.request("tools/call", call("task", 100))
-    assert task["result"]["resultType"] == "task", task
-    # The extension declared before counts for nothing on this request.
-    again = server.request("tools/call", call("again", 100, extensions=False))
-    assert again["result"].get("resultType", "complete") != "task", again
 
 
 def test_every_task_id_that_is_not_a_string_is_invalid_params(wire):
