@@ -19,10 +19,11 @@ lint:
 # Build the standard toolset into target/tools/, to drop into any tools directory.
 tools:
     rustup target add wasm32-wasip2
-    cargo build --manifest-path guest-tools/Cargo.toml --release --target wasm32-wasip2 --target-dir target/guest-tools -p toolcage-fs -p toolcage-calc
+    cargo build --manifest-path guest-tools/Cargo.toml --release --target wasm32-wasip2 --target-dir target/guest-tools -p toolcage-fs -p toolcage-calc -p toolcage-fetch
     mkdir -p target/tools
     cp target/guest-tools/wasm32-wasip2/release/toolcage_fs.wasm target/tools/fs.wasm
     cp target/guest-tools/wasm32-wasip2/release/toolcage_calc.wasm target/tools/calc.wasm
+    cp target/guest-tools/wasm32-wasip2/release/toolcage_fetch.wasm target/tools/fetch.wasm
 
 # Run the bundled grep over this repository, mounted read-only at /workspace.
 demo:

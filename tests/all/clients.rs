@@ -3,14 +3,14 @@
 //! older revisions, its life cycle (graceful shutdown, stateless replicas),
 //! hot reload and telemetry (OTLP traces and metrics to a loopback
 //! collector, /metrics scraped by a real Prometheus); scale-out behind a real
-//! nginx (`deploy/nginx.conf`) and 1,000 concurrent calls on one server; and
+//! nginx (`deploy/nginx.conf`; Debian's, fetched into target/nginx) and 1,000 concurrent calls on one server; and
 //! `definitions` and `run-calls` checked against the types of the official
 //! `openai`, `anthropic` and `mcp` SDKs (`tests/clients/`, run with pytest in
 //! the venv that `clients_python` installs).
 
 use std::process::Command;
 
-use toolcage_tests::{clients_python, docker_registry, guests, prometheus, toolcage_bin};
+use toolcage_tests::{clients_python, docker_registry, guests, nginx, prometheus, toolcage_bin};
 
 #[test]
 fn python_client_sdks() {
@@ -41,6 +41,8 @@ fn python_client_sdks() {
         .env("TOOLCAGE_HIJACK", guests::FIXTURE_HIJACK)
         // test_telemetry.py: the Prometheus server that scrapes /metrics.
         .env("TOOLCAGE_PROMETHEUS", prometheus())
+        // test_scale.py: the nginx in front of the replicas.
+        .env("TOOLCAGE_NGINX", nginx())
         .env_remove("RUST_LOG")
         .output()
         .expect("pytest runs");

@@ -429,7 +429,19 @@ class LyingProxy:
     `Docker-Content-Digest` header of manifest GET and HEAD answers with
     another well-formed digest. `lies` records (path, true digest, lie).
     While `fail_blobs` is above 0, a blob GET is answered 503 instead (and
-    counts it down); `failed` records those paths."""
+    counts it down); `failed` records those paths.
+
+    Hostile answers, each of at most HOSTILE_BYTES and HOSTILE_S, sent with
+    no Content-Length (the body ends when the connection closes), so only
+    reading tells their size: while `huge_manifests` is above 0, a manifest
+    GET is answered with `huge_manifest_bytes` of JSON-looking bytes; while
+    `endless_tokens` is true, a manifest GET without Authorization is
+    answered 401 with a bearer challenge whose realm is this proxy's
+    /token, which answers 200 with a body that does not end. `hostile` counts
+    the bytes each hostile answer got out before the client hung up."""
+
+    HOSTILE_BYTES = 1 << 30
+    HOSTILE_S = 60
 
     def __init__(self, upstream):
         self.upstream = upstream
@@ -437,6 +449,10 @@ class LyingProxy:
         self.lies = []
         self.fail_blobs = 0
         self.failed = []
+        self.huge_manifests = 0
+        self.huge_manifest_bytes = 64 << 20
+        self.endless_tokens = False
+        self.hostile = []
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -459,8 +475,47 @@ class LyingProxy:
                 length = self.headers.get("Content-Length")
                 return self.rfile.read(int(length)) if length is not None else None
 
+            def stream(self, total, status=200, headers=()):
+                """Answers with `total` bytes (at most HOSTILE_BYTES, for at
+                most HOSTILE_S) and no Content-Length, then closes."""
+                self.close_connection = True
+                self.send_response(status)
+                for name, value in headers:
+                    self.send_header(name, value)
+                self.send_header("Connection", "close")
+                self.end_headers()
+                chunk = b"{" + b" " * ((64 << 10) - 1)
+                sent, deadline = 0, time.monotonic() + LyingProxy.HOSTILE_S
+                try:
+                    while sent < min(total, LyingProxy.HOSTILE_BYTES) and time.monotonic() < deadline:
+                        self.wfile.write(chunk)
+                        sent += len(chunk)
+                except OSError:
+                    pass
+                proxy.hostile.append((self.path, sent))
+
             def forward(self):
                 body = self.read_body()
+                path = self.path.split("?", 1)[0]
+                if proxy.endless_tokens and self.command == "GET" and path == "/token":
+                    self.stream(LyingProxy.HOSTILE_BYTES)
+                    return
+                manifest = self.command == "GET" and MANIFEST_PATH.match(path)
+                if proxy.endless_tokens and manifest and not self.headers.get("Authorization"):
+                    challenge = f'Bearer realm="http://{proxy.host}/token",service="proxy"'
+                    message = b'{"errors":[{"code":"UNAUTHORIZED","message":"token needed"}]}'
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", challenge)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(message)))
+                    self.end_headers()
+                    self.wfile.write(message)
+                    return
+                if proxy.huge_manifests > 0 and manifest:
+                    proxy.huge_manifests -= 1
+                    content_type = [("Content-Type", "application/vnd.oci.image.manifest.v1+json")]
+                    self.stream(proxy.huge_manifest_bytes, headers=content_type)
+                    return
                 if proxy.fail_blobs > 0 and self.command == "GET" and "/blobs/" in self.path:
                     proxy.fail_blobs -= 1
                     proxy.failed.append(self.path)

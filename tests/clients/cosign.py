@@ -135,6 +135,77 @@ def verify(public_key, data, signature_b64):
     return True
 
 
+# --- cosign's encrypted key files ------------------------------------------
+#
+# `cosign generate-key-pair` seals the PKCS#8 DER of the key with
+# go-securesystemslib's `encrypted` package: scrypt derives a 32-byte key
+# from the password and a 32-byte salt, NaCl secretbox (XSalsa20-Poly1305,
+# its tag first) seals the DER under a 24-byte nonce, and the PEM
+# (`ENCRYPTED SIGSTORE PRIVATE KEY`, cosign 1.x: `ENCRYPTED COSIGN PRIVATE
+# KEY`) holds the JSON {"kdf": {"name": "scrypt", "params": {"N", "r", "p"},
+# "salt"}, "cipher": {"name": "nacl/secretbox", "nonce"}, "ciphertext"},
+# every byte string standard base64. Written here with `cryptography`'s
+# scrypt and PyNaCl's secretbox, independently of toolcage.
+
+SIGSTORE_KEY_LABEL = "ENCRYPTED SIGSTORE PRIVATE KEY"
+COSIGN_KEY_LABEL = "ENCRYPTED COSIGN PRIVATE KEY"
+
+
+def _scrypt_key(password, salt, n, r, p):
+    from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+
+    return Scrypt(salt=salt, length=32, n=n, r=r, p=p).derive(password)
+
+
+def encrypted_pem(key, password, label=SIGSTORE_KEY_LABEL, n=32768, r=8, p=1, kdf="scrypt"):
+    """`key` sealed as cosign seals it, with `password` (bytes)."""
+    import os
+
+    import nacl.secret
+
+    der = key.private_bytes(
+        serialization.Encoding.DER,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    salt = os.urandom(32)
+    nonce = os.urandom(24)
+    box = nacl.secret.SecretBox(_scrypt_key(password, salt, n, r, p))
+    ciphertext = box.encrypt(der, nonce).ciphertext
+    envelope = {
+        "kdf": {
+            "name": kdf,
+            "params": {"N": n, "r": r, "p": p},
+            "salt": base64.b64encode(salt).decode(),
+        },
+        "cipher": {"name": "nacl/secretbox", "nonce": base64.b64encode(nonce).decode()},
+        "ciphertext": base64.b64encode(ciphertext).decode(),
+    }
+    body = base64.b64encode(json.dumps(envelope).encode()).decode()
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    return ("\n".join([f"-----BEGIN {label}-----", *lines, f"-----END {label}-----"]) + "\n").encode()
+
+
+def decrypt_pem(pem, password):
+    """The private key in cosign's encrypted PEM `pem`, opened with
+    `password` (bytes)."""
+    import nacl.secret
+
+    text = pem.decode() if isinstance(pem, bytes) else pem
+    lines = text.strip().splitlines()
+    assert lines[0] in (f"-----BEGIN {SIGSTORE_KEY_LABEL}-----", f"-----BEGIN {COSIGN_KEY_LABEL}-----"), lines[0]
+    envelope = json.loads(base64.b64decode("".join(lines[1:-1])))
+    assert envelope["kdf"]["name"] == "scrypt" and envelope["cipher"]["name"] == "nacl/secretbox"
+    params = envelope["kdf"]["params"]
+    key = _scrypt_key(
+        password, base64.b64decode(envelope["kdf"]["salt"]), params["N"], params["r"], params["p"]
+    )
+    der = nacl.secret.SecretBox(key).decrypt(
+        base64.b64decode(envelope["ciphertext"]), base64.b64decode(envelope["cipher"]["nonce"])
+    )
+    return serialization.load_der_private_key(der, password=None), envelope
+
+
 # --- Registry HTTP ----------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import tomllib
 from pathlib import Path
 
@@ -548,6 +549,89 @@ def test_toolcage_sign_pushes_what_cosign_verifies(oci_registry, tmp_path, key_f
     assert project.entries()[echo_tag].get("signature"), project.lock()
 
 
+# --- cosign's encrypted key files ----------------------------------------------
+
+
+@pytest.mark.parametrize("label", [cosign.SIGSTORE_KEY_LABEL, cosign.COSIGN_KEY_LABEL])
+def test_sign_reads_cosigns_encrypted_key(oci_registry, tmp_path, label):
+    """A key sealed by cosign.py as cosign seals it (scrypt, secretbox)
+    signs with COSIGN_PASSWORD, and cosign.py verifies the signature; a
+    wrong password, a truncated file and another KDF are each refused with
+    the file named, and nothing is pushed."""
+    host = oci_registry.host
+    project, key = signed_project(tmp_path, oci_registry, require_signature=True)
+    key_file = project.dir / "cosign.key"
+    password = b"correct horse battery staple"
+    key_file.write_bytes(cosign.encrypted_pem(key, password, label=label))
+    digest = project.push(ECHO, ref(host))["digest"]
+    target = pinned(host, "tools/echo", digest)
+
+    for content, words in [
+        (cosign.encrypted_pem(key, b"wrong password", label=label), ["password is wrong"]),
+        (key_file.read_bytes()[:300], ["truncated"]),
+        (cosign.encrypted_pem(key, password, label=label, kdf="argon2"), ["argon2", "scrypt"]),
+    ]:
+        bad = project.dir / "bad.key"
+        bad.write_bytes(content)
+        project.env["COSIGN_PASSWORD"] = password.decode()
+        refused = project.fails("sign", target, "--key", str(bad), input="")
+        assert_says(refused, str(bad), *words)
+        assert "panic" not in refused.stderr
+    assert not cosign.fetch_and_verify(host, "tools/echo", digest, key)
+
+    # Without a password, and no terminal to ask on: refused, saying how.
+    project.env.pop("COSIGN_PASSWORD")
+    refused = project.fails("sign", target, "--key", str(key_file), input="")
+    assert_says(refused, str(key_file), "COSIGN_PASSWORD", "--key-password-stdin")
+
+    project.env["COSIGN_PASSWORD"] = password.decode()
+    project.ok("sign", target, "--key", str(key_file))
+    assert cosign.fetch_and_verify(host, "tools/echo", digest, key)
+    # From stdin as well, when COSIGN_PASSWORD is not set.
+    project.env.pop("COSIGN_PASSWORD")
+    project.ok(
+        "sign", target, "--key", str(key_file), "--key-password-stdin", input=password.decode() + "\n"
+    )
+    configure_tools(project, oci_registry, [ref(host)])
+    project.ok("pull")
+    assert project.entries()[ref(host)].get("signature"), project.lock()
+
+
+def test_generate_key_pair_writes_what_cosign_reads(oci_registry, tmp_path):
+    """`toolcage generate-key-pair` writes NAME.key in cosign's format, with
+    cosign's scrypt parameters (cosign.py decrypts it) and NAME.pub; it
+    refuses to overwrite them; the key signs, and the signature verifies
+    with NAME.pub in cosign.py and in pull."""
+    host = oci_registry.host
+    project = Project(tmp_path)
+    project.env["COSIGN_PASSWORD"] = "s3cret"
+    project.ok("generate-key-pair", "--output-key-prefix", "team")
+    private_path, public_path = project.dir / "team.key", project.dir / "team.pub"
+    assert private_path.stat().st_mode & 0o077 == 0
+    pem = private_path.read_bytes()
+    assert pem.startswith(b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n"), pem
+    key, envelope = cosign.decrypt_pem(pem, b"s3cret")
+    assert envelope["kdf"]["params"] == {"N": 32768, "r": 8, "p": 1}
+    assert len(base64.b64decode(envelope["kdf"]["salt"])) == 32
+    assert cosign.public_pem(key) == public_path.read_bytes()
+    # cosign.py signs with it, and the signature verifies with team.pub.
+    assert cosign.verify(public_path, b"data", cosign.sign(key, b"data"))
+
+    before = (pem, public_path.read_bytes())
+    refused = project.fails("generate-key-pair", "--output-key-prefix", "team")
+    assert_says(refused, "team.key", "overwrite")
+    assert (private_path.read_bytes(), public_path.read_bytes()) == before
+
+    keys = [(f"oci://{host}/tools/", "team.pub", True)]
+    project.write_config(insecure=[host], keys=keys)
+    digest = project.push(ECHO, ref(host))["digest"]
+    project.ok("sign", pinned(host, "tools/echo", digest), "--key", "team.key")
+    assert cosign.fetch_and_verify(host, "tools/echo", digest, public_path)
+    configure_tools(project, oci_registry, [ref(host)])
+    project.ok("pull")
+    assert project.entries()[ref(host)].get("signature"), project.lock()
+
+
 # --- Registry credentials ------------------------------------------------------
 
 
@@ -708,3 +792,81 @@ def test_a_failing_registry_is_tried_three_times_and_large_pulls_report_progress
     assert len(proxy.failed) == 3, proxy.failed
     assert_says(failed, "503")
     assert project.lock() is None
+
+
+# --- Ceilings on what a registry sends -------------------------------------------
+
+
+def pull_watched(project, *args, timeout=RUN_S):
+    """`toolcage pull ARGS`, its peak resident memory (VmHWM, KiB) read from
+    /proc while it runs: (completed process, peak KiB)."""
+    command = [BIN, "--no-bundled", "--config", str(project.config), "pull", *args]
+    process = subprocess.Popen(
+        command,
+        cwd=project.dir,
+        env=project.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    peak, deadline = 0, time.monotonic() + timeout
+    status = Path(f"/proc/{process.pid}/status")
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]))
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.005)
+    if process.poll() is None:
+        process.kill()
+    stdout, stderr = process.communicate(timeout=30)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr), peak
+
+
+def store_files(project):
+    return sorted(p.relative_to(project.store) for p in project.store.rglob("*"))
+
+
+def test_a_hostile_registry_cannot_make_pull_use_unbounded_memory(
+    oci_registry, lying_proxy, tmp_path
+):
+    """A manifest answered with 64 MiB, and a token answer that does not end:
+    each pull fails within seconds naming what was too large, its peak
+    memory stays within 64 MiB of a normal pull's, and the lock and the
+    store stay as they were."""
+    project = Project(tmp_path)
+    proxy = lying_proxy(oci_registry)
+    proxy.lying = False
+    reference = ref(proxy.host)
+    project.write_config([reference], insecure=[proxy.host])
+    project.push(ECHO, reference)
+    pulled, baseline = pull_watched(project)
+    assert pulled.returncode == 0, describe(("pull",), pulled)
+    assert baseline > 0
+    lock, stored = project.lock(), store_files(project)
+
+    proxy.huge_manifests = 1
+    started = time.monotonic()
+    failed, peak = pull_watched(project, "--update")
+    assert failed.returncode == 1, describe(("pull", "--update"), failed)
+    assert_says(failed, "manifest is larger than the 4194304 bytes")
+    assert time.monotonic() - started < 20
+    assert peak < baseline + (64 << 10), (peak, baseline)
+    assert (project.lock(), store_files(project)) == (lock, stored)
+    # It stopped reading: the proxy got out far less than it had to send.
+    [(_, sent)] = proxy.hostile
+    assert sent < 32 << 20, proxy.hostile
+
+    proxy.endless_tokens = True
+    proxy.hostile.clear()
+    started = time.monotonic()
+    failed, peak = pull_watched(project, "--update")
+    assert failed.returncode == 1, describe(("pull", "--update"), failed)
+    assert_says(failed, "token answer is larger than the 65536 bytes")
+    assert time.monotonic() - started < 20
+    assert peak < baseline + (64 << 10), (peak, baseline)
+    assert (project.lock(), store_files(project)) == (lock, stored)
+    assert proxy.hostile and all(sent < 32 << 20 for _, sent in proxy.hostile), proxy.hostile

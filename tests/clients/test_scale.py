@@ -23,7 +23,8 @@
   once with its own result, among them calls that loop, hog memory and flood
   output; and 1,000 concurrent calls from one SDK client.
 
-nginx must be installed (`apt-get install nginx`; `.ci/run` installs it).
+nginx is Debian's, fetched into target/nginx with `apt-get download` by
+tests/all/clients.rs (never installed), and named in TOOLCAGE_NGINX.
 """
 
 import http.client
@@ -82,14 +83,13 @@ http {{
 
 
 def nginx_binary():
-    found = shutil.which("nginx") or next(
-        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)),
-        None,
-    )
-    if found is None:
+    """Debian's nginx, which tests/all/clients.rs fetches into target/nginx
+    (tests/src/lib.rs) and names in TOOLCAGE_NGINX."""
+    found = os.environ.get("TOOLCAGE_NGINX")
+    if not found or not os.access(found, os.X_OK):
         pytest.fail(
-            "nginx is not installed; the scale-out test runs the real one: "
-            "run `apt-get install nginx` (.ci/run does)"
+            f"TOOLCAGE_NGINX={found!r} is no program; `cargo test -p toolcage-tests --test all clients` "
+            "fetches Debian's nginx into target/nginx and sets it"
         )
     return found
 

@@ -210,6 +210,26 @@ pub fn prometheus() -> PathBuf {
     PROMETHEUS.clone()
 }
 
+/// nginx (Debian's `nginx`), which the scale-out client tests run in front
+/// of `toolcage serve` replicas with `deploy/nginx.conf`: `$TOOLCAGE_NGINX`
+/// when set, else `target/nginx/usr/sbin/nginx`, fetched and unpacked there
+/// on first use as [`docker_registry`] is, never installed (the package's
+/// service would listen on port 80 of every interface), and never the
+/// system's own nginx, so the fetch is what every run tests. It needs no
+/// file of `nginx-common`: the tests run it with `-p`, `-c` and `-e` in a
+/// directory of their own, with a config that includes nothing else.
+pub fn nginx() -> PathBuf {
+    static NGINX: LazyLock<PathBuf> = LazyLock::new(|| {
+        debian_binary(&DebianBinary {
+            package: "nginx",
+            binary: "usr/sbin/nginx",
+            variable: "TOOLCAGE_NGINX",
+            purpose: "the scale-out tests",
+        })
+    });
+    NGINX.clone()
+}
+
 /// A program the client tests run from a Debian package, unpacked into
 /// `target/<package>`.
 struct DebianBinary {

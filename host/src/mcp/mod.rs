@@ -44,11 +44,12 @@ use std::time::Duration;
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest,
-    CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
-    LoggingLevel, LoggingMessageNotification, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ProgressNotification, ProgressNotificationParam, RequestId,
-    RequestMetaObject, ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
-    SubscriptionFilter, TASKS_EXTENSION_ID, UpdateTaskParams,
+    CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
+    InitializeResult, ListToolsResult, LoggingLevel, LoggingMessageNotification,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotification,
+    ProgressNotificationParam, RequestId, RequestMetaObject, ServerCapabilities, ServerConfig,
+    ServerNotification, SetLevelRequestParams, SubscriptionFilter, TASKS_EXTENSION_ID,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -347,6 +348,56 @@ impl ServerHandler for McpServer {
             .with_cache_scope(CacheScope::Public))
     }
 
+    /// `initialize` belongs to the revisions before 2026-07-28, which get
+    /// no tasks: their result does not offer the extension.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        if result.protocol_version.has_initialize()
+            && let Some(extensions) = result.capabilities.extensions.as_mut()
+        {
+            extensions.remove(TASKS_EXTENSION_ID);
+            if extensions.is_empty() {
+                result.capabilities.extensions = None;
+            }
+        }
+        Ok(result)
+    }
+
+    /// A `tasks/*` request rmcp could not read: its `taskId` is not a
+    /// string (a number, null, an object…). The extension answers an
+    /// invalid task id with -32602, as it does an unknown one.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        if self.tasks.is_some() && tasks::METHODS.contains(&request.method.as_str()) {
+            let task_id = request
+                .params
+                .as_ref()
+                .and_then(|params| params.get("taskId"))
+                .cloned()
+                .unwrap_or(serde_json::Value::Null);
+            return Err(McpError::invalid_params(
+                format!(
+                    "Invalid params for {}: `taskId` must be a string (the id a task handle gave), not {task_id}.",
+                    request.method
+                ),
+                Some(json!({ "taskId": task_id })),
+            ));
+        }
+        Err(McpError::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            request.method,
+            None,
+        ))
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         self.sessions.add(context.peer, &self.tools);
     }
@@ -630,7 +681,7 @@ impl McpServer {
         // neither the request's cancellation nor its notifications apply
         // any more (the extension cancels with `tasks/cancel`, and sends no
         // progress for tasks).
-        let promoted: Arc<OnceLock<tasks::Promoted>> = Arc::default();
+        let promoted: Arc<tasks::Promotion> = Arc::default();
         let request_cancelled = {
             let promoted = promoted.clone();
             async move {
@@ -691,8 +742,7 @@ impl McpServer {
                     AgentEvent::ToolProgress {
                         message, fraction, ..
                     } => {
-                        if let Some(task) = to_task.get() {
-                            task.status(message);
+                        if to_task.report(&message) {
                             continue;
                         }
                         let Some(token) = &progress_token else {
@@ -745,10 +795,17 @@ impl McpServer {
                 .ok_or_else(|| McpError::internal_error("the call produced no result", None))?;
             Ok(mapping::call_result(result, has_output_schema).into())
         };
+        // Only a 2026-07-28 request that carries the extension in its own
+        // capabilities may get a task, whatever was declared before (at
+        // `initialize`, or on another request).
         let task_client = context.session.as_ref().filter(|session| {
             session
-                .client_capabilities()
-                .is_some_and(|capabilities| capabilities.supports_tasks())
+                .protocol_version()
+                .is_some_and(|version| !version.has_initialize())
+                && session
+                    .meta
+                    .client_capabilities()
+                    .is_some_and(|capabilities| capabilities.supports_tasks())
         });
         match self.tasks.as_ref().zip(task_client) {
             Some((tasks, session)) => {

@@ -1,7 +1,8 @@
 //! Tasks: the `io.modelcontextprotocol/tasks` extension of MCP 2026-07-28
-//! (SEP-2663). A `tools/call` from a client that declares the extension,
-//! still running after [`TaskOptions::after`], is answered with a task
-//! handle; the client polls `tasks/get` for the result. So a long call
+//! (SEP-2663). A 2026-07-28 `tools/call` whose request carries the
+//! extension in its own capabilities, still running after
+//! [`TaskOptions::after`], is answered with a task handle; the client polls
+//! `tasks/get` for the result. Sessions of older revisions never get one. So a long call
 //! outlives the client's own request timeout (often 60 s), and a short one
 //! is answered in line as always.
 //!
@@ -39,6 +40,9 @@ use rmcp::task_manager::current_timestamp;
 use rmcp::{ErrorData as McpError, RoleServer};
 
 use crate::CancelToken;
+
+/// The extension's methods on a task (`taskId` in their params).
+pub(crate) const METHODS: [&str; 3] = ["tasks/get", "tasks/update", "tasks/cancel"];
 
 /// How long a call runs, by default, before it becomes a task: 5 s.
 pub const DEFAULT_TASK_AFTER: Duration = Duration::from_secs(5);
@@ -186,6 +190,49 @@ impl Promoted {
     }
 }
 
+/// Where a call's progress goes as to its task: the tool's latest progress
+/// message is kept from the call's start, so that a task made after the
+/// tool reported shows it as its `statusMessage`, as one made before does.
+#[derive(Default)]
+pub(crate) struct Promotion {
+    task: std::sync::OnceLock<Promoted>,
+    /// The latest progress message; behind the same lock as the promotion,
+    /// so that no message falls between the two.
+    latest: Mutex<Option<String>>,
+}
+
+impl Promotion {
+    /// The task the call became, if it became one.
+    pub(crate) fn get(&self) -> Option<&Promoted> {
+        self.task.get()
+    }
+
+    /// Records the tool's latest progress message, and shows it on the
+    /// task if the call is one. True if it is.
+    pub(crate) fn report(&self, message: &str) -> bool {
+        let mut latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        match self.task.get() {
+            Some(task) => {
+                task.status(message.to_string());
+                true
+            }
+            None => {
+                *latest = Some(message.to_string());
+                false
+            }
+        }
+    }
+
+    /// The call became `task`: it shows the latest message reported so far.
+    fn promote(&self, task: Promoted) {
+        let mut latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(message) = latest.take() {
+            task.status(message);
+        }
+        self.task.set(task).ok();
+    }
+}
+
 impl Tasks {
     pub(crate) fn new(options: TaskOptions) -> Self {
         Tasks {
@@ -207,7 +254,7 @@ impl Tasks {
         work: F,
         cancel: CancelToken,
         owner: Option<Owner>,
-        promoted: Arc<std::sync::OnceLock<Promoted>>,
+        promoted: Arc<Promotion>,
     ) -> Result<CallToolResponse, McpError>
     where
         F: Future<Output = Result<CallToolResponse, McpError>> + Send + 'static,
@@ -227,7 +274,12 @@ impl Tasks {
             tasks: self.clone(),
             id: task.task_id.clone(),
         };
-        promoted.set(handle.clone()).ok();
+        promoted.promote(handle.clone());
+        let task = self
+            .lock()
+            .tasks
+            .get(&handle.id)
+            .map_or(task, |entry| entry.task.clone());
         tokio::spawn(async move {
             let outcome = joined(running.await);
             handle.tasks.finish(&handle.id, outcome);
@@ -582,6 +634,35 @@ mod tests {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(stopped.load(std::sync::atomic::Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn progress_from_before_the_task_is_its_status() {
+        let tasks = Tasks::new(TaskOptions::default().after(Duration::from_millis(50)));
+        let promotion: Arc<Promotion> = Arc::default();
+        assert!(!promotion.report("napping"), "not a task yet");
+        let work = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            answer("awake")
+        };
+        let handle = tasks
+            .run(work, CancelToken::new(), None, promotion.clone())
+            .await
+            .unwrap();
+        let CallToolResponse::Task(handle) = handle else {
+            panic!("not a task")
+        };
+        assert_eq!(handle.task.status_message.as_deref(), Some("napping"));
+        let id = handle.task.task_id;
+        assert_eq!(
+            tasks.get(&id, None).unwrap().task.status_message.as_deref(),
+            Some("napping")
+        );
+        assert!(promotion.report("stretching"), "a task now");
+        assert_eq!(
+            tasks.get(&id, None).unwrap().task.status_message.as_deref(),
+            Some("stretching")
+        );
     }
 
     #[tokio::test]

@@ -164,9 +164,28 @@ pub enum Command {
     Sign {
         /// oci://REGISTRY/REPO:TAG or @sha256:DIGEST.
         reference: String,
-        /// The private key: unencrypted PEM, PKCS#8 or SEC1.
+        /// The private key: cosign's encrypted cosign.key (its password from
+        /// $COSIGN_PASSWORD, else --key-password-stdin, else a prompt on the
+        /// terminal), or an unencrypted PEM, PKCS#8 or SEC1.
         #[arg(long, value_name = "FILE")]
         key: PathBuf,
+        /// Read the key's password from stdin (when COSIGN_PASSWORD is
+        /// not set); not with --registry-password-stdin.
+        #[arg(long)]
+        key_password_stdin: bool,
+    },
+    /// Write a new ECDSA P-256 key pair as `cosign generate-key-pair` does:
+    /// NAME.key, encrypted as cosign encrypts it (scrypt N=32768 r=8 p=1,
+    /// NaCl secretbox), and NAME.pub. The password comes from
+    /// $COSIGN_PASSWORD, else --key-password-stdin, else a prompt on the
+    /// terminal (asked twice). Never overwrites a file.
+    GenerateKeyPair {
+        /// The files' name without .key and .pub. Default: cosign.
+        #[arg(long, value_name = "NAME", default_value = "cosign")]
+        output_key_prefix: PathBuf,
+        /// Read the password from stdin (when COSIGN_PASSWORD is not set).
+        #[arg(long)]
+        key_password_stdin: bool,
     },
     /// Print every tool's definition in a model provider's format.
     Definitions {
@@ -231,7 +250,10 @@ pub enum Command {
         /// balancer to route tasks/* to this replica (deploy/nginx.conf).
         #[arg(long, value_name = "NAME")]
         task_route: Option<String>,
-        /// Never answer with a task: offer no tasks extension.
+        /// Never answer with a task: offer no tasks extension. It cannot be
+        /// given with --task-after-ms, --task-ttl-s or --task-route: those
+        /// set how tasks are made and kept, and with --no-tasks none are,
+        /// so giving both is refused rather than one silently ignored.
         #[arg(long, conflicts_with_all = ["task_after_ms", "task_ttl_s", "task_route"])]
         no_tasks: bool,
         /// Watch by polling every N milliseconds, for file systems that send

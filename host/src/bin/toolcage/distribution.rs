@@ -1,5 +1,6 @@
 //! `toolcage pull`, `push` and `sign`: the only commands that talk to
-//! registries. Everything they do goes through `toolcage::oci`.
+//! registries; and `generate-key-pair`, which writes the key `sign` takes.
+//! Everything they do goes through `toolcage::oci`.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -255,9 +256,21 @@ pub async fn sign(
     global: &GlobalArgs,
     text: &str,
     key: &Path,
+    password_stdin: bool,
 ) -> anyhow::Result<ExitCode> {
+    if password_stdin && global.registry_password_stdin {
+        bail!(
+            "--key-password-stdin and --registry-password-stdin both read stdin: give the key's password in COSIGN_PASSWORD"
+        );
+    }
     let reference = parse(text)?;
-    let key = SigningKey::from_file(key)?;
+    let key = SigningKey::open(key, &mut || {
+        password(
+            password_stdin,
+            &format!("Password for {}: ", key.display()),
+            false,
+        )
+    })?;
     let client = client(settings, global, &[&reference])?;
     let (digest, signature) = client.sign(&reference, &key).await?;
     say(&format!(
@@ -266,4 +279,66 @@ pub async fn sign(
     ));
     println!("{signature}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// `toolcage generate-key-pair`: writes PREFIX.key (cosign's encrypted
+/// format) and PREFIX.pub.
+pub fn generate_key_pair(prefix: &Path, password_stdin: bool) -> anyhow::Result<ExitCode> {
+    let password = password(password_stdin, "Enter password for private key: ", true)
+        .context("no password for the new key")?;
+    let (key, private, public) = SigningKey::generate_pair(prefix, password.as_bytes())?;
+    say(&format!(
+        "wrote {} (encrypted) and {} (the key {})",
+        private.display(),
+        public.display(),
+        key.public().id()
+    ));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A key's password, as cosign takes it: `COSIGN_PASSWORD` when set (even
+/// empty), else stdin with `--key-password-stdin` (its first line), else a
+/// prompt on the terminal, without echo (asked twice when `confirm`). Never
+/// a flag's value, which `ps` would show.
+fn password(
+    from_stdin: bool,
+    prompt: &str,
+    confirm: bool,
+) -> std::io::Result<zeroize::Zeroizing<String>> {
+    use std::io::IsTerminal as _;
+    use zeroize::Zeroizing;
+    if let Some(password) = std::env::var_os("COSIGN_PASSWORD") {
+        return password.into_string().map(Zeroizing::new).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "COSIGN_PASSWORD is not UTF-8",
+            )
+        });
+    }
+    if from_stdin {
+        let mut line = Zeroizing::new(String::new());
+        std::io::stdin().read_line(&mut line)?;
+        let end = line.trim_end_matches(['\r', '\n']).len();
+        line.truncate(end);
+        return Ok(line);
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "set COSIGN_PASSWORD, or pass --key-password-stdin (stdin is not a terminal to ask on)",
+        ));
+    }
+    let first = Zeroizing::new(rpassword::prompt_password(prompt)?);
+    if confirm {
+        let again = Zeroizing::new(rpassword::prompt_password(
+            "Enter password for private key again: ",
+        )?);
+        if *again != *first {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the passwords do not match",
+            ));
+        }
+    }
+    Ok(first)
 }

@@ -109,9 +109,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         new::run(name, *lang, std::path::Path::new("."))?;
         return Ok(ExitCode::SUCCESS);
     }
+    if let Command::GenerateKeyPair {
+        output_key_prefix,
+        key_password_stdin,
+    } = &cli.command
+    {
+        return distribution::generate_key_pair(output_key_prefix, *key_password_stdin);
+    }
     let settings = Settings::new(global)?;
     match &cli.command {
-        Command::New { .. } => unreachable!("handled above"),
+        Command::New { .. } | Command::GenerateKeyPair { .. } => {
+            unreachable!("handled above")
+        }
         Command::Check { files } => check(&settings, files, global.json).await,
         Command::Pull {
             references,
@@ -123,9 +132,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             reference,
             annotations,
         } => distribution::push(&settings, global, file, reference, annotations).await,
-        Command::Sign { reference, key } => {
-            distribution::sign(&settings, global, reference, key).await
-        }
+        Command::Sign {
+            reference,
+            key,
+            key_password_stdin,
+        } => distribution::sign(&settings, global, reference, key, *key_password_stdin).await,
         Command::List => {
             let registry = settings.registry().await?;
             print::list(&registry, global.json)?;

@@ -1,17 +1,17 @@
-//! Talking to registries (the `oci` feature): pull, push and sign, over
-//! oci-client, with retries, credentials and progress.
+//! Talking to registries (the `oci` feature): pull, push and sign, with
+//! retries, credentials and progress.
 //!
-//! Every digest received is checked (oci-client hashes each manifest against
-//! the pin and the `Docker-Content-Digest` header, and each blob against its
-//! descriptor; toolcage hashes both again before storing), a component may
-//! be no larger than its descriptor says, and plain HTTP is used only for
-//! the registries the operator lists as insecure (loopback included).
+//! What a pull reads (manifests, token answers, blobs, error bodies) is
+//! read by [`super::read`], each with a ceiling, so a hostile registry
+//! cannot make it use unbounded memory; pushing goes through oci-client.
+//! Every digest received is checked (each manifest against the pin and the
+//! `Docker-Content-Digest` header, each blob against its descriptor's
+//! digest and size) before anything is stored, and plain HTTP is used only
+//! for the registries the operator lists as insecure (loopback included).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -23,10 +23,13 @@ use super::layout::{
     ACCEPTED_MANIFESTS, MANIFEST_MEDIA_TYPE, Manifest, component_artifact, now_rfc3339,
 };
 use super::pulled::verify_signature;
+use super::read::{ReadError, Reader};
 use super::signature::{payload, signature_layers, signature_manifest};
 use super::{Digest, LockEntry, OciError, Reference, SigningKey, Store, TrustPolicy};
 use crate::sandbox::content::MAX_COMPONENT_BYTES;
 
+/// The `User-Agent` of every request.
+const USER_AGENT: &str = concat!("toolcage/", env!("CARGO_PKG_VERSION"));
 /// The most attempts of one request, on a 5xx answer or a timeout.
 const ATTEMPTS: u32 = 3;
 /// How long one request may take, its retries included; a download gets a
@@ -127,6 +130,8 @@ impl ClientOptions {
 /// Pulls, pushes and signs components in OCI registries.
 pub struct Client {
     inner: oci_client::Client,
+    /// Reads what a pull reads, each with a ceiling.
+    reader: Reader,
     options: ClientOptions,
 }
 
@@ -149,58 +154,46 @@ impl Client {
             platform_resolver: None,
             connect_timeout: Some(Duration::from_secs(10)),
             read_timeout: Some(Duration::from_secs(30)),
-            user_agent: concat!("toolcage/", env!("CARGO_PKG_VERSION")),
+            user_agent: USER_AGENT,
             ..ClientConfig::default()
         };
         Client {
             inner: oci_client::Client::new(config),
+            reader: Reader::new(options.insecure.clone(), USER_AGENT),
             options,
         }
     }
 
     /// The credentials for `registry`.
-    fn auth(&self, registry: &str) -> RegistryAuth {
+    fn credentials(&self, registry: &str) -> Credentials {
         let given = self.options.credentials.iter().find(|(r, _)| r == registry);
-        let credentials = match given {
+        match given {
             Some((_, credentials)) => credentials.clone(),
             None => docker_credentials(self.options.docker_config.clone(), registry)
                 .unwrap_or(Credentials::Anonymous),
-        };
-        match credentials {
+        }
+    }
+
+    /// The credentials for `registry`, as oci-client takes them.
+    fn auth(&self, registry: &str) -> RegistryAuth {
+        match self.credentials(registry) {
             Credentials::Anonymous => RegistryAuth::Anonymous,
             Credentials::Basic { username, password } => RegistryAuth::Basic(username, password),
             Credentials::Bearer(token) => RegistryAuth::Bearer(token),
         }
     }
 
-    /// Fetches `reference`'s manifest and checks its digest against the pin
-    /// and the registry's header; its bytes and digest.
+    /// Fetches `reference`'s manifest (at most [`super::MAX_MANIFEST_BYTES`]) and
+    /// checks its digest against the pin and the registry's header; its
+    /// bytes and digest.
     async fn manifest(&self, reference: &Reference) -> Result<(Vec<u8>, Digest), OciError> {
-        let target = reference.to_client();
-        let auth = self.auth(reference.registry());
-        let (bytes, _) = retry(REQUEST_TIME, || {
-            self.inner
-                .pull_manifest_raw(&target, &auth, ACCEPTED_MANIFESTS)
+        let credentials = self.credentials(reference.registry());
+        let accept = ACCEPTED_MANIFESTS.join(", ");
+        let (bytes, header) = retry(REQUEST_TIME, || {
+            self.reader.manifest(reference, &accept, &credentials)
         })
         .await
-        .map_err(|e| match e {
-            OciDistributionError::DigestError(
-                oci_client::errors::DigestError::VerificationError { expected, actual },
-            ) => match reference.digest() {
-                Some(pin) if pin.as_str() == expected => OciError::Pinned {
-                    reference: reference.to_string(),
-                    pinned: expected,
-                    actual,
-                },
-                _ => OciError::HeaderDigest {
-                    reference: reference.to_string(),
-                    what: "manifest",
-                    header: expected,
-                    actual,
-                },
-            },
-            e => registry_error(reference, "the manifest", e),
-        })?;
+        .map_err(|e| read_error(reference, "the manifest", e))?;
         let digest = Digest::of(&bytes);
         if let Some(pin) = reference.digest()
             && pin != &digest
@@ -211,7 +204,17 @@ impl Client {
                 actual: digest.to_string(),
             });
         }
-        Ok((bytes.to_vec(), digest))
+        if let Some(header) = header
+            && header != digest.as_str()
+        {
+            return Err(OciError::HeaderDigest {
+                reference: reference.to_string(),
+                what: "manifest",
+                header,
+                actual: digest.to_string(),
+            });
+        }
+        Ok((bytes, digest))
     }
 
     /// Resolves `reference` to its manifest's digest, checked.
@@ -311,47 +314,33 @@ impl Client {
         what: &'static str,
         layer: &super::layout::Descriptor,
     ) -> Result<Vec<u8>, OciError> {
-        let target = reference.to_client();
-        let descriptor = oci_client::manifest::OciDescriptor {
-            media_type: layer.media_type.clone(),
-            digest: layer.digest.clone(),
-            size: layer.size as i64,
-            ..Default::default()
-        };
+        let credentials = self.credentials(reference.registry());
         let time = REQUEST_TIME + Duration::from_secs(layer.size >> 20);
-        let bytes = retry(time, || async {
-            let mut sink = Sink {
-                bytes: Vec::new(),
-                limit: layer.size,
-                reported: 0,
-                reference,
-                progress: self.options.progress.as_ref(),
+        let bytes = retry(time, || {
+            let mut reported = 0;
+            let report = move |done: u64| {
+                if let Some(progress) = &self.options.progress
+                    && (done - reported >= 64 << 10 || done == layer.size)
+                {
+                    progress(Progress {
+                        reference,
+                        done,
+                        total: layer.size,
+                    });
+                    reported = done;
+                }
             };
-            self.inner
-                .pull_blob(&target, &descriptor, &mut sink)
-                .await
-                .map(|()| sink.bytes)
+            self.reader.blob(
+                reference,
+                &layer.digest,
+                layer.size,
+                &credentials,
+                what,
+                report,
+            )
         })
         .await
-        .map_err(|e| match e {
-            OciDistributionError::DigestError(
-                oci_client::errors::DigestError::VerificationError { expected, actual },
-            ) if expected == layer.digest => OciError::Digest {
-                reference: reference.to_string(),
-                what,
-                expected,
-                actual,
-            },
-            OciDistributionError::DigestError(
-                oci_client::errors::DigestError::VerificationError { expected, actual },
-            ) => OciError::HeaderDigest {
-                reference: reference.to_string(),
-                what,
-                header: expected,
-                actual,
-            },
-            e => registry_error(reference, what, e),
-        })?;
+        .map_err(|e| read_error(reference, what, e))?;
         let actual = Digest::of(&bytes);
         if actual.as_str() != layer.digest || bytes.len() as u64 != layer.size {
             return Err(OciError::Digest {
@@ -560,12 +549,82 @@ fn registry_error(reference: &Reference, what: &str, error: OciDistributionError
     }
 }
 
+/// A read's error as toolcage says it.
+fn read_error(reference: &Reference, what: &str, error: ReadError) -> OciError {
+    let reason = match error {
+        ReadError::TooLarge {
+            what: body,
+            limit,
+            announced,
+        } => {
+            return OciError::TooLarge {
+                reference: reference.to_string(),
+                what: body,
+                limit,
+                announced,
+            };
+        }
+        ReadError::Status { code: 404, url, .. } => {
+            format!("{NOT_FOUND}: {what} is not in the registry ({url})")
+        }
+        ReadError::Status { code, url, body } => {
+            format!("{what}: the registry answered {code} at {url}: {body}")
+        }
+        ReadError::Unauthorized(message) => format!("{what}: {message}"),
+        ReadError::Transport(e) => {
+            let mut reason = format!("{what}: cannot reach the registry: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                reason.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            reason
+        }
+        ReadError::TimedOut(message) => format!("{what}: {message}"),
+    };
+    OciError::Registry {
+        reference: reference.to_string(),
+        reason,
+    }
+}
+
+/// An error that [`retry`] may try again after.
+trait Retryable {
+    fn retryable(&self) -> bool;
+    fn timed_out(message: String) -> Self;
+}
+
+impl Retryable for OciDistributionError {
+    fn retryable(&self) -> bool {
+        match self {
+            OciDistributionError::ServerError { code, .. } => *code >= 500,
+            OciDistributionError::RequestError(e) => e.is_timeout() || e.is_connect(),
+            _ => false,
+        }
+    }
+
+    fn timed_out(message: String) -> Self {
+        OciDistributionError::GenericError(Some(message))
+    }
+}
+
+impl Retryable for ReadError {
+    fn retryable(&self) -> bool {
+        ReadError::retryable(self)
+    }
+
+    fn timed_out(message: String) -> Self {
+        ReadError::TimedOut(message)
+    }
+}
+
 /// Runs `attempt` up to [`ATTEMPTS`] times while it fails with a 5xx answer,
 /// a timeout or a refused connection, backing off, within `time` in all.
-async fn retry<T, F, Fut>(time: Duration, mut attempt: F) -> Result<T, OciDistributionError>
+async fn retry<T, E, F, Fut>(time: Duration, mut attempt: F) -> Result<T, E>
 where
+    E: Retryable + std::fmt::Display,
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, OciDistributionError>>,
+    Fut: Future<Output = Result<T, E>>,
 {
     let deadline = Instant::now() + time;
     let mut backoff = Duration::from_millis(500);
@@ -577,18 +636,13 @@ where
             Ok(Ok(value)) => return Ok(value),
             Ok(Err(error)) => error,
             Err(_) => {
-                return Err(OciDistributionError::GenericError(Some(format!(
+                return Err(E::timed_out(format!(
                     "the registry did not answer within {} s ({tries} attempts)",
                     time.as_secs()
-                ))));
+                )));
             }
         };
-        let retryable = match &error {
-            OciDistributionError::ServerError { code, .. } => *code >= 500,
-            OciDistributionError::RequestError(e) => e.is_timeout() || e.is_connect(),
-            _ => false,
-        };
-        if !retryable || tries >= ATTEMPTS || Instant::now() + backoff >= deadline {
+        if !error.retryable() || tries >= ATTEMPTS || Instant::now() + backoff >= deadline {
             return Err(error);
         }
         tracing::info!("registry request failed ({error}); trying again in {backoff:?}");
@@ -637,88 +691,4 @@ fn docker_credentials(dir: Option<PathBuf>, registry: &str) -> Option<Credential
         username: text("username")?.to_string(),
         password: text("password")?.to_string(),
     })
-}
-
-/// Collects a download, refusing more bytes than its descriptor says, and
-/// reports progress.
-struct Sink<'a> {
-    bytes: Vec<u8>,
-    limit: u64,
-    reported: u64,
-    reference: &'a Reference,
-    progress: Option<&'a ProgressFn>,
-}
-
-impl tokio::io::AsyncWrite for Sink<'_> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        if self.bytes.len() as u64 + buf.len() as u64 > self.limit {
-            return Poll::Ready(Err(std::io::Error::other(format!(
-                "the registry sent more than the {} bytes the descriptor says",
-                self.limit
-            ))));
-        }
-        self.bytes.extend_from_slice(buf);
-        let done = self.bytes.len() as u64;
-        if let Some(progress) = self.progress
-            && (done - self.reported >= 64 << 10 || done == self.limit)
-        {
-            progress(Progress {
-                reference: self.reference,
-                done,
-                total: self.limit,
-            });
-            self.reported = done;
-        }
-        Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tokio::io::AsyncWriteExt;
-
-    #[tokio::test]
-    async fn a_download_gets_no_more_than_its_descriptor_says() {
-        let reference: Reference = "oci://r.example/a:1".parse().unwrap();
-        let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let seen = reports.clone();
-        let progress: ProgressFn = Arc::new(move |p: Progress<'_>| {
-            seen.lock().unwrap().push((p.done, p.total));
-        });
-        let mut sink = Sink {
-            bytes: Vec::new(),
-            limit: 100 << 10,
-            reported: 0,
-            reference: &reference,
-            progress: Some(&progress),
-        };
-        // Within the limit: kept, with progress every 64 KiB and at the end.
-        sink.write_all(&[1; 64 << 10]).await.unwrap();
-        sink.write_all(&[2; 36 << 10]).await.unwrap();
-        assert_eq!(sink.bytes.len(), 100 << 10);
-        assert_eq!(
-            *reports.lock().unwrap(),
-            [(64 << 10, 100 << 10), (100 << 10, 100 << 10)]
-        );
-        // One byte past it: refused, nothing more kept.
-        let error = sink.write_all(&[3]).await.unwrap_err();
-        assert!(
-            error.to_string().contains("more than the 102400 bytes"),
-            "{error}"
-        );
-        assert_eq!(sink.bytes.len(), 100 << 10);
-    }
 }

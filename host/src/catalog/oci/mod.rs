@@ -35,9 +35,12 @@
 
 #[cfg(feature = "oci")]
 mod client;
+mod keyfile;
 mod layout;
 mod lock;
 mod pulled;
+#[cfg(feature = "oci")]
+mod read;
 mod reference;
 mod signature;
 mod store;
@@ -45,11 +48,17 @@ mod trust;
 
 #[cfg(feature = "oci")]
 pub use client::{Client, ClientOptions, Credentials, Progress};
+pub use keyfile::{
+    COSIGN_KEY_LABEL, COSIGN_SCRYPT_LOG_N, KeyFileError, KeyProblem, MAX_SCRYPT_MEMORY,
+    PasswordSource, SIGSTORE_KEY_LABEL,
+};
 pub use layout::{
     ANNOTATION_TOOLS, ANNOTATION_WIT, CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, WIT_VERSION,
 };
 pub use lock::{LOCK_FILE_NAME, LockEntry, Lockfile};
 pub use pulled::{Pulled, Verified};
+#[cfg(feature = "oci")]
+pub use read::{MAX_ERROR_BYTES, MAX_MANIFEST_BYTES, MAX_TOKEN_BYTES};
 pub use reference::{Digest, Reference};
 pub use signature::{PublicKey, SigningKey, payload as simple_signing_payload};
 pub use store::Store;
@@ -167,6 +176,23 @@ pub enum OciError {
         path: PathBuf,
         /// Why.
         reason: String,
+    },
+    /// The registry sent more than toolcage reads of a manifest, a token
+    /// answer or a blob; no more of it was read.
+    #[error(
+        "{reference}: the registry's {what} is larger than the {limit} bytes toolcage reads{}; refused without reading more",
+        announced.map(|n| format!(" (it announced {n} bytes)")).unwrap_or_default()
+    )]
+    TooLarge {
+        /// The reference.
+        reference: String,
+        /// The manifest, the token answer, the component layer, …
+        what: &'static str,
+        /// The ceiling, in bytes.
+        limit: u64,
+        /// The size the registry's `Content-Length` announced, when it
+        /// announced one past the ceiling.
+        announced: Option<u64>,
     },
     /// The registry could not be reached, refused, or answered with an
     /// error.

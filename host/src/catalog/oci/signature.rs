@@ -93,10 +93,11 @@ impl PublicKey {
     }
 }
 
-/// A private key that `toolcage sign` signs with: PEM PKCS#8 (`PRIVATE
-/// KEY`) or SEC1 (`EC PRIVATE KEY`), unencrypted, ECDSA P-256.
+/// A private key that `toolcage sign` signs with, ECDSA P-256: cosign's
+/// encrypted `cosign.key` ([`SigningKey::open`]), or PEM PKCS#8 (`PRIVATE
+/// KEY`) or SEC1 (`EC PRIVATE KEY`), unencrypted.
 pub struct SigningKey {
-    key: p256::ecdsa::SigningKey,
+    pub(super) key: p256::ecdsa::SigningKey,
 }
 
 impl std::fmt::Debug for SigningKey {
@@ -106,11 +107,19 @@ impl std::fmt::Debug for SigningKey {
 }
 
 impl SigningKey {
-    /// Parses a PEM private key.
+    pub(super) fn from_key(key: p256::ecdsa::SigningKey) -> SigningKey {
+        SigningKey { key }
+    }
+
+    /// Parses an unencrypted PEM private key (cosign's encrypted ones open
+    /// with [`SigningKey::from_encrypted_pem`] or [`SigningKey::open`]).
     pub fn from_pem(pem: &str) -> Result<SigningKey, String> {
         let pem = pem.trim();
+        if super::keyfile::is_encrypted(pem) {
+            return Err("an encrypted cosign key: it needs its password".into());
+        }
         if pem.contains("ENCRYPTED") {
-            return Err("an encrypted key (such as cosign.key) is not read; give an unencrypted PKCS#8 or SEC1 PEM P-256 key (`openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256`)".into());
+            return Err("an encrypted PEM key other than cosign's is not read; give cosign's key, or an unencrypted PKCS#8 or SEC1 PEM P-256 key".into());
         }
         if let Ok(key) = p256::ecdsa::SigningKey::from_pkcs8_pem(pem) {
             return Ok(SigningKey { key });
@@ -120,14 +129,15 @@ impl SigningKey {
             .map_err(|_| "not a PEM PKCS#8 or SEC1 ECDSA P-256 private key".into())
     }
 
-    /// Reads a PEM private key file.
-    pub fn from_file(path: &Path) -> Result<SigningKey, OciError> {
-        let refuse = |reason: String| OciError::Key {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let pem = std::fs::read_to_string(path).map_err(|e| refuse(e.to_string()))?;
-        SigningKey::from_pem(&pem).map_err(refuse)
+    /// Reads an unencrypted PEM private key file; an encrypted one is
+    /// refused for want of a password ([`SigningKey::open`] asks for one).
+    pub fn from_file(path: &Path) -> Result<SigningKey, super::KeyFileError> {
+        SigningKey::open(path, &mut || {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "SigningKey::from_file reads no password",
+            ))
+        })
     }
 
     /// The matching public key.
