@@ -368,15 +368,25 @@ impl ServerHandler for McpServer {
         Ok(result)
     }
 
-    /// A `tasks/*` request rmcp could not read: its `taskId` is not a
-    /// string (a number, null, an object…). The extension answers an
-    /// invalid task id with -32602, as it does an unknown one.
+    /// A request rmcp could not read as its method's type reaches here as
+    /// one of an unknown method. Two are answered -32602 (invalid params),
+    /// saying what is wrong, rather than -32601: a `tools/call` whose
+    /// `params` are malformed, and a `tasks/*` request whose `taskId` is not
+    /// a string (the extension answers an invalid task id as an unknown
+    /// one).
     async fn on_custom_request(
         &self,
         request: CustomRequest,
         _context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
-        if self.tasks.is_some() && tasks::METHODS.contains(&request.method.as_str()) {
+        let method = request.method.as_str();
+        if method == "tools/call" {
+            return Err(McpError::invalid_params(
+                parse::call_params_problem(request.params.as_ref()),
+                None,
+            ));
+        }
+        if self.tasks.is_some() && tasks::METHODS.contains(&method) {
             let task_id = request
                 .params
                 .as_ref()
@@ -385,14 +395,13 @@ impl ServerHandler for McpServer {
                 .unwrap_or(serde_json::Value::Null);
             return Err(McpError::invalid_params(
                 format!(
-                    "Invalid params for {}: `taskId` must be a string (the id a task handle gave), not {task_id}.",
-                    request.method
+                    "Invalid params for {method}: `taskId` must be a string (the id a task handle gave), not {task_id}."
                 ),
                 Some(json!({ "taskId": task_id })),
             ));
         }
         Err(McpError::new(
-            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            ErrorCode::METHOD_NOT_FOUND,
             request.method,
             None,
         ))
@@ -446,27 +455,6 @@ impl ServerHandler for McpServer {
     ) -> Result<(), McpError> {
         *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
         Ok(())
-    }
-
-    /// A `tools/call` whose `params` rmcp could not read reaches here as a
-    /// request of an unknown method: it is answered -32602 (invalid
-    /// params), saying what is wrong, rather than -32601.
-    async fn on_custom_request(
-        &self,
-        request: CustomRequest,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CustomResult, McpError> {
-        match request.method.as_str() {
-            "tools/call" => Err(McpError::invalid_params(
-                parse::call_params_problem(request.params.as_ref()),
-                None,
-            )),
-            _ => Err(McpError::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                request.method,
-                None,
-            )),
-        }
     }
 
     async fn get_task(
