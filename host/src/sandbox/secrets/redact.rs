@@ -255,6 +255,10 @@ impl Redactor {
                 next += 1;
             }
             if best.start < at {
+                // It overlaps the one just replaced (a secret whose end is
+                // its start, or two secrets sharing bytes): what of it runs
+                // past goes too.
+                at = at.max(best.end);
                 continue;
             }
             out.extend_from_slice(&input[at..best.start]);
@@ -902,5 +906,13 @@ mod tests {
             r#""authorization: Bearer [redacted secret T]\nhost: h\n""#
         );
         assert_eq!(n + m, 1);
+    }
+
+    #[test]
+    fn overlapping_secrets_leave_nothing_of_either() {
+        let redactor = Redactor::new(&[Secret::new("X", "abcdefgha").unwrap()]).unwrap();
+        let (out, count) = redactor.text("<abcdefghabcdefgha>");
+        assert_eq!(out, "<[redacted secret X]>");
+        assert_eq!(count, 1);
     }
 }
