@@ -10,29 +10,34 @@ use toolcage_guest::{Descriptor, Outcome, Tool, Value, json, parse_args};
 /// How many symlinks [`replace_file`] follows to find the file to replace.
 const MAX_SYMLINKS: usize = 40;
 
-/// Gives `path` the new `content` all at once: the content goes to a fresh
-/// temporary file in the same directory, which is then renamed over `path`.
-/// The rename is atomic, so `path` holds its old content or the new one,
-/// never a part; if anything fails first (an error, or the call running out
-/// of fuel and being stopped) the file is left as it was. Callers compute
-/// everything they report before calling this, so that the rename is the
-/// last thing a successful call does.
+/// Gives `path` the new `content`. Callers compute everything they report
+/// before calling this, so that a call that fails (an error, or running out
+/// of fuel in its diff) has not changed the file, and the write is the last
+/// thing a successful call does.
 ///
-/// When `path` is a symlink, the file it leads to is replaced, not the link.
-/// The new file gets the old one's permissions where the platform can set
-/// them (natively; WASI has no permissions to copy, so there it gets the
-/// host's defaults). A hard link to the old file keeps the old content.
+/// An existing regular file is rewritten in place, so that it keeps its
+/// permissions, owner and hard links: WASI cannot set permissions, and a
+/// replacement file would get the host's defaults (a `0600` secret made
+/// readable by everyone). Only a call stopped during the write itself (its
+/// deadline or fuel ending exactly then) can leave it partly written. A new
+/// file is written to a fresh temporary file in the same directory, renamed
+/// into place, so it appears whole or not at all.
+///
+/// When `path` is a symlink, the file it leads to is written, not the link.
 pub fn replace_file(path: &str, content: &[u8]) -> Result<(), String> {
     let target = follow_symlinks(path)?;
+    if fs::metadata(&target).is_ok_and(|m| m.is_file()) {
+        return fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&target)
+            .and_then(|mut file| file.write_all(content))
+            .map_err(|error| paths::io_error("write", path, &error));
+    }
     let dir = target.parent().unwrap_or(Path::new("/"));
-    let old_permissions = fs::metadata(&target).ok().map(|m| m.permissions());
     let (temp, mut file) =
         create_temp(dir).map_err(|error| paths::io_error("write", path, &error))?;
     let written = file.write_all(content).and_then(|()| {
-        if let Some(permissions) = old_permissions {
-            // WASI cannot set permissions; natively this keeps the mode.
-            let _ = file.set_permissions(permissions);
-        }
         drop(file);
         fs::rename(&temp, &target)
     });
@@ -236,17 +241,19 @@ mod tests {
     }
 
     #[test]
-    fn replaces_through_a_temporary_file_keeping_the_mode() {
+    fn rewrites_an_existing_file_in_place_keeping_its_mode_and_links() {
         use std::os::unix::fs::PermissionsExt;
         let dir = TestDir::new();
         dir.write("run.sh", "old");
         let path = dir.path("run.sh");
         fs::set_permissions(&path, fs::Permissions::from_mode(0o750)).unwrap();
+        fs::hard_link(&path, dir.path("alias")).unwrap();
         replace_file(&path, b"new").unwrap();
         assert_eq!(dir.read("run.sh"), "new");
+        assert_eq!(dir.read("alias"), "new", "the same file, not a copy");
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o750);
-        assert_eq!(entries(&dir), ["run.sh"], "no temporary file is left");
+        assert_eq!(entries(&dir), ["alias", "run.sh"], "no temporary file is left");
     }
 
     #[test]
