@@ -467,6 +467,45 @@ def test_a_connection_that_only_asked_for_healthz_stays_open_while_idle(limited)
     assert status == 200 and echoed(body) == "still served"
 
 
+def test_a_client_that_never_reads_its_answers_is_cut_off(limited):
+    """Without a token, pipelining requests and never reading the answers
+    would hold the connection for ever (the answers wait unwritten, so the
+    requests never end): once a write has waited the header timeout, the
+    connection is closed with requests still unanswered."""
+    health = head_of("GET", "/healthz", [("Host", own_host(limited))])
+    sent, began = 0, time.monotonic()
+    with socket.create_connection(limited, timeout=10) as sock:
+        sock.settimeout(0.5)
+        batch = health * 1000
+        while sent < 400_000 and time.monotonic() - began < 20:
+            try:
+                sock.sendall(batch)
+            except (socket.timeout, ConnectionResetError, BrokenPipeError):
+                break
+            sent += 1000
+        time.sleep(HEAD_S + 1.5)
+        answered, data = 0, b""
+        took = None
+        read_began = time.monotonic()
+        sock.settimeout(2)
+        while time.monotonic() - read_began < 30:
+            try:
+                chunk = sock.recv(1 << 20)
+            except (ConnectionResetError, BrokenPipeError):
+                took = time.monotonic() - read_began
+                break
+            except socket.timeout:
+                break
+            if not chunk:
+                took = time.monotonic() - read_began
+                break
+            data += chunk
+            answered += chunk.count(b"HTTP/1.1 200")
+            data = data[-64:]
+    assert took is not None, "the connection was still open"
+    assert sent > 0 and answered < sent, (answered, sent)
+
+
 def test_a_head_over_the_cap_is_refused(limited):
     big = call_request(limited, extra=[("X-Padding", "p" * (20 << 10))])
     with socket.create_connection(limited, timeout=10) as sock:

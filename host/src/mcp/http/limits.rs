@@ -30,9 +30,14 @@
 //!   is when `100 Continue` is sent): 408 past it, and the connection is
 //!   closed (see `edge.rs`).
 //!
+//! - an unproven connection whose answers its client does not read (it
+//!   pipelines requests and never reads, so the answers wait unwritten and
+//!   its requests never end) is closed once a write has waited
+//!   [`DEFAULT_HEADER_READ_TIMEOUT`] without progress.
+//!
 //! A request in progress (its answer being computed or streamed, such as an
-//! event stream) has no time limit here: the token holder's calls have the
-//! runner's own limits.
+//! event stream) has no other time limit here: the token holder's calls have
+//! the runner's own limits.
 
 use std::io;
 use std::pin::Pin;
@@ -193,6 +198,9 @@ pub(super) struct Timed<IO> {
     phase: Phase,
     ended: u64,
     deadline: Pin<Box<Sleep>>,
+    /// Since when a write of an unproven connection has waited for its
+    /// client to read.
+    stalled: Option<Pin<Box<Sleep>>>,
 }
 
 impl<IO> Timed<IO> {
@@ -204,6 +212,31 @@ impl<IO> Timed<IO> {
             phase: Phase::Idle,
             ended: 0,
             deadline: Box::pin(tokio::time::sleep_until(first)),
+            stalled: None,
+        }
+    }
+
+    /// `written`, or an error once an unproven connection's writes have
+    /// waited past the header timeout for its client to read.
+    fn unless_stalled<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        written: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if written.is_ready() || self.watch.state.load(Ordering::Acquire) != UNPROVEN {
+            self.stalled = None;
+            return written;
+        }
+        let timeout = self.watch.gate.limits.header_read_timeout;
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match stalled.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client did not read its answers",
+            ))),
+            Poll::Pending => Poll::Pending,
         }
     }
 
@@ -262,7 +295,9 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Timed<IO> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.unless_stalled(cx, written)
     }
 
     fn poll_write_vectored(
@@ -270,7 +305,9 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Timed<IO> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.unless_stalled(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -278,7 +315,9 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Timed<IO> {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+        let this = self.get_mut();
+        let flushed = Pin::new(&mut this.io).poll_flush(cx);
+        this.unless_stalled(cx, flushed)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
