@@ -133,10 +133,36 @@ async fn a_reflected_secret_reaches_the_server_once_and_the_tool_never() {
     );
 }
 
+/// Each of `paths` of a reflecting origin, in one call: the call's result,
+/// everything it hands on, and each body with its path (each checked to
+/// hold the redaction marker).
+async fn reflected(
+    server: &Server,
+    registry: &Registry,
+    paths: &[&'static str],
+) -> (CallResult, String, Vec<(String, &'static str)>) {
+    let authority = server.authority();
+    let requests: Vec<Value> = paths.iter().map(|p| request(&authority, p)).collect();
+    let (result, events) = probe(registry, json!({ "requests": requests })).await;
+    assert!(!result.is_error, "{}", result.output);
+    let text = everything(&result, &events);
+    let details = result.details.clone().unwrap();
+    let bodies = details.as_array().unwrap().iter().zip(paths);
+    let bodies: Vec<(String, &'static str)> = bodies
+        .map(|(report, path)| {
+            let body = report["body"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{path}: {report}"));
+            assert!(body.contains(REDACTED), "{path}: {body}");
+            (body.to_string(), *path)
+        })
+        .collect();
+    (result, text, bodies)
+}
+
 #[tokio::test]
 async fn a_secret_split_across_chunks_or_encoded_is_still_redacted() {
     let (server, registry) = one_origin().await;
-    let authority = server.authority();
     let paths = [
         "/reflect?chunk=1",
         "/reflect?chunk=3",
@@ -146,25 +172,8 @@ async fn a_secret_split_across_chunks_or_encoded_is_still_redacted() {
         "/reflect?encode=percent",
         "/reflect?encode=percent&chunk=4",
     ];
-    let requests: Vec<Value> = paths.iter().map(|p| request(&authority, p)).collect();
-    let (result, events) = probe(&registry, json!({ "requests": requests })).await;
-    assert!(!result.is_error, "{}", result.output);
-    let text = everything(&result, &events);
+    let (result, text, _) = reflected(&server, &registry, &paths).await;
     assert!(!text.contains(TOKEN), "{text}");
-    for (report, path) in result
-        .details
-        .clone()
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(paths)
-    {
-        let body = report["body"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{path}: {report}"));
-        assert!(body.contains(REDACTED), "{path}: {body}");
-    }
     // Neither encoded form of the value survives anywhere either.
     use base64::Engine as _;
     let encoded = base64::engine::general_purpose::STANDARD.encode(TOKEN);
@@ -180,7 +189,6 @@ async fn a_secret_reflected_in_any_serializer_s_spelling_is_redacted() {
     // and Python's quote (`/` raw, `+` as `%2B`): spellings a JSON parser or
     // a URL decoder turns back into the exact secret.
     let (server, registry) = one_origin().await;
-    let authority = server.authority();
     let paths = [
         "/reflect?encode=json-php",
         "/reflect?encode=json-php&chunk=3",
@@ -189,23 +197,8 @@ async fn a_secret_reflected_in_any_serializer_s_spelling_is_redacted() {
         "/reflect?encode=quote",
         "/reflect?encode=quote&chunk=2",
     ];
-    let requests: Vec<Value> = paths.iter().map(|p| request(&authority, p)).collect();
-    let (result, events) = probe(&registry, json!({ "requests": requests })).await;
-    assert!(!result.is_error, "{}", result.output);
-    let text = everything(&result, &events);
-    for (report, path) in result
-        .details
-        .clone()
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(paths)
-    {
-        let body = report["body"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{path}: {report}"));
-        assert!(body.contains(REDACTED), "{path}: {body}");
+    let (result, text, bodies) = reflected(&server, &registry, &paths).await;
+    for (body, path) in &bodies {
         // Decoded as the server encoded it, the body holds no secret.
         let decoded = match path {
             p if p.contains("quote") => percent_decoded(body),

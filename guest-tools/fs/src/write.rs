@@ -253,7 +253,11 @@ mod tests {
         assert_eq!(dir.read("alias"), "new", "the same file, not a copy");
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o750);
-        assert_eq!(entries(&dir), ["alias", "run.sh"], "no temporary file is left");
+        assert_eq!(
+            entries(&dir),
+            ["alias", "run.sh"],
+            "no temporary file is left"
+        );
     }
 
     #[test]

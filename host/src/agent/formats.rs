@@ -849,7 +849,8 @@ impl<'a> At<'a> {
     }
 }
 
-fn kind(value: &Value) -> &'static str {
+/// What a JSON value is, for a message: `null`, `a string`, `an object`…
+pub(crate) fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

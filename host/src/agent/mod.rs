@@ -38,7 +38,7 @@
 mod batch;
 mod cache;
 mod events;
-mod formats;
+pub(crate) mod formats;
 mod permissions;
 
 pub use batch::{CallReport, OnDenial, Runner};

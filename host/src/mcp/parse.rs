@@ -91,17 +91,8 @@ pub(super) fn quick_parse(bytes: &[u8]) -> Quick {
 /// method, and would answer "method not found"): a message for a -32602
 /// error that the model can correct from.
 pub(super) fn call_params_problem(params: Option<&serde_json::Value>) -> String {
+    use crate::agent::formats::kind;
     use serde_json::Value;
-    fn kind(value: &Value) -> &'static str {
-        match value {
-            Value::Null => "null",
-            Value::Bool(_) => "a boolean",
-            Value::Number(_) => "a number",
-            Value::String(_) => "a string",
-            Value::Array(_) => "an array",
-            Value::Object(_) => "an object",
-        }
-    }
     let params = match params {
         None | Some(Value::Null) => {
             return "tools/call needs `params`: an object with the tool's `name` and its `arguments`".into();
