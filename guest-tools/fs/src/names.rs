@@ -8,7 +8,9 @@
 //! one line and shows what the name really holds:
 //!
 //! - a byte that is not part of valid UTF-8 is written `\xNN` (hex, two
-//!   digits, uppercase), so a name that is not UTF-8 is still listed;
+//!   digits, uppercase), wherever such a name reaches the tools (natively;
+//!   under WASI 0.2 names are strings, so wasmtime reports such an entry as
+//!   an error, which the walks count and pass over: see `walk.rs`);
 //! - an ASCII control character (U+0000–U+001F and DEL, newline, carriage
 //!   return and ESC included) is written `\xNN` as well;
 //! - other control and invisible format characters that can reorder or break

@@ -631,18 +631,18 @@ fn bytes(value: Option<u64>, shift: u32, flag: &str) -> anyhow::Result<Option<us
 /// Reads `reader` to its end as text, refusing more than `max` bytes
 /// without holding more than that.
 pub(crate) fn read_capped(reader: impl Read, max: usize, what: &str) -> anyhow::Result<String> {
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     reader
         .take(max as u64 + 1)
-        .read_to_string(&mut text)
+        .read_to_end(&mut bytes)
         .with_context(|| format!("reading {what}"))?;
-    if text.len() > max {
+    if bytes.len() > max {
         bail!(
             "{what} are larger than the {} MiB toolcage takes",
             max >> 20
         );
     }
-    Ok(text)
+    String::from_utf8(bytes).with_context(|| format!("{what} are not UTF-8 text"))
 }
 
 /// The arguments of `call`: ARGS, stdin, or `--arg` pairs; `{}` when none.

@@ -317,8 +317,10 @@ impl Redactor {
         (redacted, count)
     }
 
-    /// `text` redacted, then cut to at most `max` bytes (and `…`), so that
-    /// neither a secret nor its first [`MIN_TAIL`] bytes survive the cut.
+    /// `text` redacted, then cut to `max` bytes (and `…`), so that neither a
+    /// secret nor its first [`MIN_TAIL`] bytes survive the cut: a tail that
+    /// begins one is replaced by its marker, which may take the result past
+    /// `max` by the marker's length.
     pub(crate) fn cut(&self, text: &str, max: usize) -> (String, u64) {
         let (redacted, count) = self.text(text);
         if redacted.len() <= max {
