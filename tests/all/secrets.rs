@@ -238,19 +238,25 @@ fn percent_decoded(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-#[tokio::test]
-async fn a_secret_echoed_as_the_content_coding_is_redacted_from_the_error() {
+/// One request to `path` of an origin that receives the secret, whose
+/// response comes encoded: the call's result, its events, and the error the
+/// tool got (checked to be the content-coding refusal).
+async fn refused_coding(path: &str) -> (CallResult, Vec<GuestEvent>, String) {
     let (server, registry) = one_origin().await;
-    let (result, events) = probe(
-        &registry,
-        json!({ "requests": [request(&server.authority(), "/reflect?coding=echo")] }),
-    )
-    .await;
+    let arguments = json!({ "requests": [request(&server.authority(), path)] });
+    let (result, events) = probe(&registry, arguments).await;
     let report = &result.details.clone().unwrap()[0];
     let error = report["error"]
         .as_str()
-        .unwrap_or_else(|| panic!("{report}"));
+        .unwrap_or_else(|| panic!("{report}"))
+        .to_string();
     assert!(error.contains("HttpResponseContentCoding"), "{error}");
+    (result, events, error)
+}
+
+#[tokio::test]
+async fn a_secret_echoed_as_the_content_coding_is_redacted_from_the_error() {
+    let (result, events, error) = refused_coding("/reflect?coding=echo").await;
     assert!(error.contains(REDACTED), "{error}");
     let text = everything(&result, &events);
     assert!(text.contains(&format!("came {REDACTED}-encoded")), "{text}");
@@ -292,17 +298,7 @@ async fn a_refusal_cut_to_its_limit_keeps_no_start_of_a_secret() {
 
 #[tokio::test]
 async fn a_compressed_response_from_an_injected_origin_fails_closed() {
-    let (server, registry) = one_origin().await;
-    let (result, events) = probe(
-        &registry,
-        json!({ "requests": [request(&server.authority(), "/reflect?gzip=1")] }),
-    )
-    .await;
-    let report = &result.details.clone().unwrap()[0];
-    let error = report["error"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{report}"));
-    assert!(error.contains("HttpResponseContentCoding"), "{error}");
+    let (result, events, error) = refused_coding("/reflect?gzip=1").await;
     assert!(error.contains("gzip"), "{error}");
     assert!(
         result.logs.stderr.contains("came gzip-encoded"),

@@ -51,6 +51,20 @@ INITIALIZE = {
     },
 }
 
+# A call of the echo fixture, and the headers of a raw MCP POST, for the
+# tests that speak HTTP without the SDK (test_edge.py, test_refusals.py).
+CALL = {
+    "jsonrpc": "2.0",
+    "id": 7,
+    "method": "tools/call",
+    "params": {"name": "echo", "arguments": {"text": "still served"}},
+}
+HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2025-06-18",
+}
+
 # Calls to `counter` are denied, calls to `fail` need the user's approval,
 # every other call is allowed.
 CONFIG = """

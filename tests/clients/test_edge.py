@@ -28,23 +28,12 @@ import time
 
 import pytest
 
-from conftest import INITIALIZE, TOKEN, launch_http, server_args
+from conftest import CALL, HEADERS, INITIALIZE, TOKEN, launch_http, server_args
 
 TOKEN_B = "test-token-b-91c2"
 TOKEN_C = "test-token-c-5d07"
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
-CALL = {
-    "jsonrpc": "2.0",
-    "id": 7,
-    "method": "tools/call",
-    "params": {"name": "echo", "arguments": {"text": "still served"}},
-}
-HEADERS = {
-    "Content-Type": "application/json",
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2025-06-18",
-}
 
 
 def bearer(token):

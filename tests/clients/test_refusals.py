@@ -21,24 +21,13 @@ import time
 
 import pytest
 
-from conftest import TOKEN, launch_http, server_args
+from conftest import CALL, HEADERS, TOKEN, launch_http, server_args
 
 MIB = 1 << 20
 # host/src/mcp/http/refusal.rs: DISCARD_MAX_TIME, DISCARD_MAX_BYTES.
 DISCARD_MAX_TIME = 5.0
 DISCARD_MAX_BYTES = 32 * MIB
 
-CALL = {
-    "jsonrpc": "2.0",
-    "id": 7,
-    "method": "tools/call",
-    "params": {"name": "echo", "arguments": {"text": "still served"}},
-}
-HEADERS = {
-    "Content-Type": "application/json",
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2025-06-18",
-}
 AUTHORISED = {**HEADERS, "Authorization": f"Bearer {TOKEN}"}
 
 
