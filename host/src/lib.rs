@@ -55,7 +55,9 @@ mod sandbox;
 #[cfg(feature = "otel")]
 pub mod telemetry;
 
-pub use call::{Arguments, CallOptions, CallResult, MAX_ARGUMENT_BYTES};
+pub use call::{
+    Arguments, CallOptions, CallPolicy, CallReport, CallResult, MAX_ARGUMENT_BYTES, Metrics,
+};
 pub use catalog::component::{Descriptor, Hints, Source};
 pub use catalog::live::{ChangeKind, LiveRegistry, ReloadReport, ToolChange};
 pub use catalog::oci;

@@ -10,23 +10,19 @@
 //! bounds a tool is its sandbox (mounts, limits), not its hints.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::cache::{self, ResultCache};
-use super::events::{AgentEvent, Metrics, now_ms};
+use super::events::{AgentEvent, now_ms};
 use super::formats::{CallKind, Format, ParseError, ToolCall, parse_calls, render_results};
-use super::permissions::{Approval, ApprovalRequest, Approver, Permission, Permissions};
-use crate::call::Timings;
+use crate::call::{
+    Admitted, Approver, Call, CallPolicy, CallReport, Permissions, Request, ResultCache,
+};
 #[cfg(feature = "otel")]
 use crate::telemetry::{CallOrigin, Telemetry};
-use crate::{
-    Arguments, CallOptions, CallResult, CancelToken, ErrorKind, GuestEvent, LiveRegistry, Logs,
-    Registry,
-};
+use crate::{CallOptions, CallResult, CancelToken, ErrorKind, GuestEvent, LiveRegistry, Registry};
 
 /// What happens to the rest of a batch after a call is refused (by a `deny`
 /// rule, or by the approver).
@@ -38,15 +34,6 @@ pub enum OnDenial {
     /// The calls after the refused one (in batch order) do not run: each
     /// returns [`ErrorKind::Cancelled`], telling the model why.
     SkipRest,
-}
-
-/// A call's result and what it cost.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CallReport {
-    /// The result, with the call's id.
-    pub result: CallResult,
-    /// Its metrics, including whether it came from the cache.
-    pub metrics: Metrics,
 }
 
 type EventSink = Arc<dyn Fn(AgentEvent) + Send + Sync>;
@@ -109,13 +96,9 @@ pub struct Runner {
     concurrency: usize,
     /// Shared, so that a runner made per call (as the MCP server makes
     /// them) does not copy the operator's rules.
-    permissions: Arc<Permissions>,
-    approver: Option<Arc<dyn Approver>>,
-    /// Why no one can approve here, when the embedder knows.
-    unapprovable: Option<String>,
+    policy: Arc<CallPolicy>,
     on_denial: OnDenial,
     events: Option<Events>,
-    cache: Option<ResultCache>,
     cancel: Option<CancelToken>,
     #[cfg(feature = "otel")]
     telemetry: Option<Telemetry>,
@@ -123,31 +106,17 @@ pub struct Runner {
     origin: Option<Arc<CallOrigin>>,
 }
 
-/// A call's span while it runs, when the runner has telemetry.
-#[cfg(feature = "otel")]
-type Trace = Option<crate::telemetry::Traced>;
-#[cfg(not(feature = "otel"))]
-type Trace = ();
-
 impl std::fmt::Debug for Runner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runner")
             .field("tools", &self.registry().tools().len())
             .field("concurrency", &self.concurrency)
-            .field("permissions", &self.permissions)
-            .field("approver", &self.approver.is_some())
+            .field("policy", &self.policy)
             .field("on_denial", &self.on_denial)
             .field("events", &self.events.is_some())
-            .field("cache", &self.cache)
             .field("cancel", &self.cancel)
             .finish()
     }
-}
-
-/// What the checks before running decided about a call.
-enum Gate {
-    Run,
-    Done(Box<CallReport>),
 }
 
 impl Runner {
@@ -163,12 +132,9 @@ impl Runner {
             registry: registry.into(),
             pinned: None,
             concurrency: Self::DEFAULT_CONCURRENCY,
-            permissions: Arc::new(Permissions::deny_all()),
-            approver: None,
-            unapprovable: None,
+            policy: Arc::new(CallPolicy::new(Permissions::deny_all())),
             on_denial: OnDenial::default(),
             events: None,
-            cache: None,
             cancel: None,
             #[cfg(feature = "otel")]
             telemetry: None,
@@ -182,7 +148,7 @@ impl Runner {
     #[cfg(feature = "otel")]
     pub fn telemetry(mut self, telemetry: Telemetry) -> Self {
         self.telemetry = Some(telemetry);
-        self
+        self.trace()
     }
 
     /// Where its calls came from: their spans' parent, and for a server,
@@ -190,7 +156,22 @@ impl Runner {
     #[cfg(feature = "otel")]
     pub fn origin(mut self, origin: CallOrigin) -> Self {
         self.origin = Some(Arc::new(origin));
-        self
+        self.trace()
+    }
+
+    /// Points the policy's tracer at the telemetry, from the origin.
+    #[cfg(feature = "otel")]
+    fn trace(self) -> Self {
+        match &self.telemetry {
+            Some(telemetry) => {
+                let tracer = telemetry.tracer(self.origin.clone());
+                self.edit_policy(|mut policy| {
+                    policy.tracer = Some(tracer);
+                    policy
+                })
+            }
+            None => self,
+        }
     }
 
     /// The tools it runs calls against, as they are now.
@@ -216,18 +197,25 @@ impl Runner {
         self
     }
 
-    /// The rules deciding which calls run: a [`Permissions`], or one shared
-    /// in an `Arc` (as a server that makes a runner per call shares its
-    /// rules). Default: [`Permissions::deny_all`].
-    pub fn permissions(mut self, permissions: impl Into<Arc<Permissions>>) -> Self {
-        self.permissions = permissions.into();
+    /// Checks its calls against `policy` (rules, approver, cache), replacing
+    /// what [`permissions`](Self::permissions), [`approver`](Self::approver),
+    /// [`unapprovable`](Self::unapprovable) and [`cache`](Self::cache) set.
+    /// Default: [`CallPolicy::new`] of [`Permissions::deny_all`].
+    pub fn policy(mut self, policy: impl Into<Arc<CallPolicy>>) -> Self {
+        self.policy = policy.into();
         self
     }
 
+    /// The rules deciding which calls run: a [`Permissions`], or one shared
+    /// in an `Arc` (as a server that makes a runner per call shares its
+    /// rules). Default: [`Permissions::deny_all`].
+    pub fn permissions(self, permissions: impl Into<Arc<Permissions>>) -> Self {
+        self.edit_policy(|policy| policy.with_permissions(permissions))
+    }
+
     /// Decides on calls whose rule is `ask`. Default: none, so they are denied.
-    pub fn approver(mut self, approver: impl Approver + 'static) -> Self {
-        self.approver = Some(Arc::new(approver));
-        self
+    pub fn approver(self, approver: impl Approver + 'static) -> Self {
+        self.edit_policy(|policy| policy.approver(approver))
     }
 
     /// Why no one can approve `ask` calls here, when there is no
@@ -235,8 +223,19 @@ impl Runner {
     /// (and the user reading along) knows what is missing, such as "this MCP
     /// client cannot ask its user (it does not support elicitation)".
     /// Default: none, and the denial says only that no one can approve.
-    pub fn unapprovable(mut self, why: impl Into<String>) -> Self {
-        self.unapprovable = Some(why.into());
+    pub fn unapprovable(self, why: impl Into<String>) -> Self {
+        self.edit_policy(|policy| policy.unapprovable(why))
+    }
+
+    /// Serves and stores results of read-only, idempotent tools in `cache`.
+    /// Default: no cache, because files can change under a read-only tool.
+    pub fn cache(self, cache: ResultCache) -> Self {
+        self.edit_policy(|policy| policy.cache(cache))
+    }
+
+    fn edit_policy(mut self, edit: impl FnOnce(CallPolicy) -> CallPolicy) -> Self {
+        let policy = Arc::unwrap_or_clone(self.policy);
+        self.policy = Arc::new(edit(policy));
         self
     }
 
@@ -275,13 +274,6 @@ impl Runner {
         self
     }
 
-    /// Serves and stores results of read-only, idempotent tools in `cache`.
-    /// Default: no cache, because files can change under a read-only tool.
-    pub fn cache(mut self, cache: ResultCache) -> Self {
-        self.cache = Some(cache);
-        self
-    }
-
     /// Lets `token` cancel the batches this runner runs: running calls stop
     /// with [`ErrorKind::Cancelled`] within milliseconds, and calls not yet
     /// started return it without running. A cancelled token stays
@@ -296,18 +288,18 @@ impl Runner {
     /// call, a concurrency cap above 1, and every function call to a known
     /// tool is to one that claims to be read-only.
     pub fn runs_concurrently(&self, calls: &[ToolCall]) -> bool {
-        self.concurrent_on(&self.registry(), calls)
+        let registry = self.registry();
+        let read_only = calls.iter().map(|call| {
+            call.kind != CallKind::Function
+                || registry
+                    .tool(&call.name)
+                    .is_none_or(|tool| tool.descriptor.hints.read_only)
+        });
+        self.concurrent(calls.len(), read_only)
     }
 
-    fn concurrent_on(&self, registry: &Registry, calls: &[ToolCall]) -> bool {
-        calls.len() > 1
-            && self.concurrency > 1
-            && calls.iter().all(|call| {
-                call.kind != CallKind::Function
-                    || registry
-                        .tool(&call.name)
-                        .is_none_or(|tool| tool.descriptor.hints.read_only)
-            })
+    fn concurrent(&self, calls: usize, mut read_only: impl Iterator<Item = bool>) -> bool {
+        calls > 1 && self.concurrency > 1 && read_only.all(|read_only| read_only)
     }
 
     /// Runs `calls` and returns their results in the same order, each
@@ -323,12 +315,18 @@ impl Runner {
 
     /// Like [`run`](Self::run), with each result's metrics.
     pub async fn run_reports(&self, calls: impl IntoIterator<Item = ToolCall>) -> Vec<CallReport> {
-        let calls: Vec<ToolCall> = calls.into_iter().collect();
         let registry = self.registry();
-        if self.concurrent_on(&registry, &calls) {
-            self.run_concurrently(registry, calls).await
+        // Each call's tool and rule are looked up here, once.
+        let calls: Vec<Planned> = calls
+            .into_iter()
+            .map(|call| Planned::look_up(&registry, call, self.policy.permissions()))
+            .collect();
+        let read_only = calls.iter().map(Planned::read_only);
+        if self.concurrent(calls.len(), read_only) {
+            let calls = calls.into_iter().map(Planned::into_shared).collect();
+            self.run_concurrently(calls).await
         } else {
-            self.run_serially(&registry, calls).await
+            self.run_serially(calls).await
         }
     }
 
@@ -345,23 +343,16 @@ impl Runner {
         Ok((format, render_results(format, &calls, &results)))
     }
 
-    async fn run_serially(&self, registry: &Registry, calls: Vec<ToolCall>) -> Vec<CallReport> {
+    async fn run_serially(&self, calls: Vec<Planned<'_>>) -> Vec<CallReport> {
         let mut reports = Vec::with_capacity(calls.len());
-        let mut refused: Option<ToolCall> = None;
-        for call in calls {
-            let call = Prepared::new(call);
-            self.emit_call(&call);
-            let trace = self.trace(registry, &call);
-            let report = match self.gate(registry, &call, &mut refused).await {
-                Gate::Done(report) => {
-                    self.traced(trace, registry, &report, false);
-                    *report
+        let mut refused: Option<Refused> = None;
+        for planned in calls {
+            let report = match self.admit(planned, &mut refused).await {
+                Ok(ready) => {
+                    let options = self.options(&ready.id, &ready.tool);
+                    ready.admitted.execute(options).await
                 }
-                Gate::Run => {
-                    let report = self.execute(registry, call, timings(&trace)).await;
-                    self.traced(trace, registry, &report, true);
-                    report
-                }
+                Err(report) => report,
             };
             self.emit_result(&report);
             reports.push(report);
@@ -369,62 +360,48 @@ impl Runner {
         reports
     }
 
-    async fn run_concurrently(
-        &self,
-        registry: Arc<Registry>,
-        calls: Vec<ToolCall>,
-    ) -> Vec<CallReport> {
+    async fn run_concurrently(&self, calls: Vec<Planned<'static>>) -> Vec<CallReport> {
         let slots: Arc<Mutex<Vec<Option<CallReport>>>> =
             Arc::new(Mutex::new(vec![None; calls.len()]));
-        let mut prepared = Vec::with_capacity(calls.len());
-        let mut refused: Option<ToolCall> = None;
+        let mut started = Vec::with_capacity(calls.len());
+        let mut refused: Option<Refused> = None;
         let mut tasks = JoinSet::new();
         let permits = Arc::new(Semaphore::new(self.concurrency));
-        // Calls are announced and checked in order, approvals asked one at a
-        // time; each approved call starts as soon as a slot is free, possibly
-        // while later calls are still being checked.
-        for (index, call) in calls.into_iter().enumerate() {
-            let call = Prepared::new(call);
-            self.emit_call(&call);
-            let trace = self.trace(&registry, &call);
-            match self.gate(&registry, &call, &mut refused).await {
-                Gate::Done(report) => {
-                    self.traced(trace, &registry, &report, false);
+        // Calls are announced and admitted in order, approvals asked one at
+        // a time; each admitted call starts as soon as a slot is free,
+        // possibly while later calls are still being admitted.
+        for (index, planned) in calls.into_iter().enumerate() {
+            started.push((
+                planned.call.id().to_string(),
+                planned.call.name().to_string(),
+            ));
+            match self.admit(planned, &mut refused).await {
+                Err(report) => {
                     self.emit_result(&report);
-                    lock(&slots)[index] = Some(*report);
+                    lock(&slots)[index] = Some(report);
                 }
-                Gate::Run => {
-                    let (runner, registry, permits, slots, call) = (
-                        self.clone(),
-                        registry.clone(),
-                        permits.clone(),
-                        slots.clone(),
-                        call.clone(),
-                    );
+                Ok(ready) => {
+                    let (runner, permits, slots) = (self.clone(), permits.clone(), slots.clone());
                     tasks.spawn(async move {
                         let _permit = permits.acquire_owned().await;
-                        let report = runner.execute(&registry, call, timings(&trace)).await;
-                        runner.traced(trace, &registry, &report, true);
+                        let options = runner.options(&ready.id, &ready.tool);
+                        let report = ready.admitted.execute(options).await;
                         runner.emit_result(&report);
                         lock(&slots)[index] = Some(report);
                     });
                 }
             }
-            prepared.push(call);
         }
         // A task that panicked leaves its slot empty; it is reported below.
         while tasks.join_next().await.is_some() {}
         let slots = std::mem::take(&mut *lock(&slots));
         slots
             .into_iter()
-            .zip(prepared)
-            .map(|(slot, call)| {
+            .zip(started)
+            .map(|(slot, (id, name))| {
                 slot.unwrap_or_else(|| {
-                    let report = refusal(
-                        &call.call,
-                        ErrorKind::Trap,
-                        "The call failed inside toolcage itself (a bug, not the tool's fault). Try again.".into(),
-                    );
+                    let output = "The call failed inside toolcage itself (a bug, not the tool's fault). Try again.";
+                    let report = CallReport::refused(&name, id, ErrorKind::Trap, output.into());
                     self.emit_result(&report);
                     report
                 })
@@ -432,206 +409,58 @@ impl Runner {
             .collect()
     }
 
-    /// The checks before a call runs: its kind, cancellation, an earlier
-    /// refusal, then the permission rules and the approver.
-    async fn gate(
+    /// Announces a call, then takes it through the path's permission stage,
+    /// after the batch's own checks: its kind, and an earlier refusal.
+    async fn admit<'r>(
         &self,
-        registry: &Registry,
-        call: &Prepared,
-        refused: &mut Option<ToolCall>,
-    ) -> Gate {
-        let tool = &call.call.name;
-        if call.call.kind != CallKind::Function {
-            let output = format!(
+        planned: Planned<'r>,
+        refused: &mut Option<Refused>,
+    ) -> Result<Ready<'r>, CallReport> {
+        let Planned { mut call, kind } = planned;
+        self.emit(|| AgentEvent::ToolCall {
+            call_id: call.id().to_string(),
+            tool: call.name().to_string(),
+            timestamp_ms: now_ms(),
+            arguments: call.arguments(),
+        });
+        let tool = call.name().to_string();
+        if kind != CallKind::Function {
+            call.refuse_first(ErrorKind::Unsupported, format!(
                 "Not run: `{tool}` was called as a custom tool, with free-text input, and these tools run only as function calls with JSON arguments. Call one of the function tools instead."
-            );
-            return Gate::Done(Box::new(refusal(
-                &call.call,
-                ErrorKind::Unsupported,
-                output,
-            )));
-        }
-        if self.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
-            return Gate::Done(Box::new(not_started(&call.call)));
-        }
-        if let Some(earlier) = refused {
-            let output = format!(
+            ));
+        } else if let Some(earlier) = refused {
+            call.refuse_first(ErrorKind::Cancelled, format!(
                 "Not run: the earlier call to `{}` (id {}) in this batch was refused, so the rest of the batch was skipped. Reconsider your plan in light of that refusal before calling `{tool}` again.",
                 earlier.name, earlier.id
-            );
-            return Gate::Done(Box::new(refusal(&call.call, ErrorKind::Cancelled, output)));
+            ));
         }
-        // An unknown tool cannot run: the core answers with the available ones.
-        let Some(info) = registry.tool(tool) else {
-            return Gate::Run;
-        };
-        let refusal_output = match self.permissions.permission_for(tool) {
-            Permission::Allow => return Gate::Run,
-            Permission::Deny => format!(
-                "The operator does not allow calls to `{tool}` (permission denied). Do not retry it: choose another approach, or tell the user what you wanted to do with `{tool}` and why."
-            ),
-            Permission::Ask => {
-                // Arguments that are not JSON fail without running: no need to ask.
-                let Ok(arguments) = &call.parsed else {
-                    return Gate::Run;
-                };
-                let Some(approver) = &self.approver else {
-                    let why = self
-                        .unapprovable
-                        .as_ref()
-                        .map(|why| format!(": {why}"))
-                        .unwrap_or_default();
-                    let output = format!(
-                        "Calls to `{tool}` need the user's approval, and no one can approve them here{why} (permission denied). Do not retry it: choose another approach, or tell the user what you wanted to do with `{tool}` and why."
-                    );
-                    return self.refused(call, output, refused);
-                };
-                let request = ApprovalRequest {
-                    call_id: call.call.id.clone(),
-                    tool: tool.clone(),
-                    arguments: arguments.clone(),
-                    info: info.clone(),
-                };
-                let approval = match &self.cancel {
-                    Some(token) => tokio::select! {
-                        biased;
-                        () = token.cancelled() => return Gate::Done(Box::new(not_started(&call.call))),
-                        approval = approver.approve(request) => approval,
-                    },
-                    None => approver.approve(request).await,
-                };
-                match approval {
-                    Approval::Approve => return Gate::Run,
-                    Approval::Refuse { reason } => {
-                        let reason = reason
-                            .map(|r| format!(" They said: {r}"))
-                            .unwrap_or_default();
-                        format!(
-                            "The user refused this call to `{tool}` (permission denied).{reason} Do not retry the same call: ask the user how to proceed, or choose another approach."
-                        )
-                    }
+        let id = call.id().to_string();
+        let options = self.options(&id, &tool);
+        match call.admit(&options).await {
+            Ok(admitted) => Ok(Ready { admitted, id, tool }),
+            Err(report) => {
+                if report.result.error_kind == Some(ErrorKind::PermissionDenied)
+                    && self.on_denial == OnDenial::SkipRest
+                {
+                    *refused = Some(Refused { id, name: tool });
                 }
+                Err(report)
             }
-        };
-        self.refused(call, refusal_output, refused)
-    }
-
-    fn refused(&self, call: &Prepared, output: String, refused: &mut Option<ToolCall>) -> Gate {
-        if self.on_denial == OnDenial::SkipRest {
-            *refused = Some(call.call.clone());
-        }
-        Gate::Done(Box::new(refusal(
-            &call.call,
-            ErrorKind::PermissionDenied,
-            output,
-        )))
-    }
-
-    /// Starts the span of `call`, when the runner has telemetry.
-    #[cfg(feature = "otel")]
-    fn trace(&self, registry: &Registry, call: &Prepared) -> Trace {
-        let telemetry = self.telemetry.as_ref()?;
-        let tool = &call.call.name;
-        let arguments = || match (&call.parsed, &call.call.arguments) {
-            (Ok(value), _) => value.to_string(),
-            (Err(_), Arguments::Json(text)) => text.clone(),
-            (Err(_), Arguments::Value(value)) => value.to_string(),
-        };
-        let permission = self.permissions.permission_for(tool).as_str();
-        Some(telemetry.trace_call(
-            registry,
-            tool,
-            arguments,
-            permission,
-            self.origin.as_deref(),
-        ))
-    }
-
-    #[cfg(not(feature = "otel"))]
-    fn trace(&self, _registry: &Registry, _call: &Prepared) -> Trace {}
-
-    /// Ends the span of a call with its report.
-    #[cfg(feature = "otel")]
-    fn traced(&self, trace: Trace, registry: &Registry, report: &CallReport, granted: bool) {
-        if let Some(trace) = trace {
-            trace.finish(registry, &report.result, granted);
         }
     }
 
-    #[cfg(not(feature = "otel"))]
-    fn traced(&self, _trace: Trace, _registry: &Registry, _report: &CallReport, _granted: bool) {}
-
-    /// Runs an approved call: from the cache if it can, else in the sandbox.
-    async fn execute(
-        &self,
-        registry: &Registry,
-        call: Prepared,
-        timings: Option<Arc<Mutex<Timings>>>,
-    ) -> CallReport {
-        let started = Instant::now();
-        if self.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
-            return not_started(&call.call);
-        }
-        let Prepared {
-            call:
-                ToolCall {
-                    id,
-                    name,
-                    arguments,
-                    kind: _,
-                },
-            parsed,
-        } = call;
-        let cache_key = match (&self.cache, registry.tool(&name), &parsed) {
-            (Some(_), Some(info), Ok(value)) if cache::cacheable(info) => {
-                Some(cache::key(info, value))
-            }
-            _ => None,
-        };
-        if let (Some(cache), Some(key)) = (&self.cache, &cache_key)
-            && let Some(mut result) = cache.get(key)
-        {
-            result.call_id = id;
-            result.duration = started.elapsed();
-            result.fuel_used = 0;
-            result.peak_memory_bytes = 0;
-            result.slot_wait = Duration::ZERO;
-            result.net = crate::NetUsage::default();
-            let metrics = Metrics {
-                duration: result.duration,
-                fuel_used: 0,
-                cached: true,
-            };
-            return CallReport { result, metrics };
-        }
-
-        let mut options = CallOptions::new().call_id(id.clone());
-        options.timings = timings;
+    /// The options of the call `id` to `tool`: the runner's policy,
+    /// cancellation and event subscriber.
+    fn options(&self, id: &str, tool: &str) -> CallOptions {
+        let mut options = CallOptions::new().call_id(id).policy(self.policy.clone());
         if let Some(token) = &self.cancel {
             options = options.cancel_token(token.clone());
         }
         if let Some(events) = &self.events {
-            let (sink, call_id, tool) = (events.sink.clone(), id, name.clone());
+            let (sink, call_id, tool) = (events.sink.clone(), id.to_string(), tool.to_string());
             options = options.on_event(move |event| sink(guest_event(&call_id, &tool, event)));
         }
-        // Parsed once here; text that is not JSON goes to the core, which
-        // reports it to the model.
-        let arguments = match parsed {
-            Ok(value) => Arguments::Value(value),
-            Err(_) => arguments,
-        };
-        let result = registry.call_with(&name, arguments, options).await;
-        if let (Some(cache), Some(key)) = (&self.cache, cache_key)
-            && !result.is_error
-        {
-            cache.insert(key, result.clone());
-        }
-        let metrics = Metrics {
-            duration: result.duration,
-            fuel_used: result.fuel_used,
-            cached: false,
-        };
-        CallReport { result, metrics }
+        options
     }
 
     /// Sends one of the runner's own events, if its subscriber takes them.
@@ -639,19 +468,6 @@ impl Runner {
         if let Some(events) = self.events.as_ref().filter(|events| events.runner_events) {
             (events.sink)(event());
         }
-    }
-
-    fn emit_call(&self, call: &Prepared) {
-        self.emit(|| AgentEvent::ToolCall {
-            call_id: call.call.id.clone(),
-            tool: call.call.name.clone(),
-            timestamp_ms: now_ms(),
-            arguments: match (&call.parsed, &call.call.arguments) {
-                (Ok(value), _) => value.clone(),
-                (Err(_), Arguments::Json(text)) => Value::String(text.clone()),
-                (Err(_), Arguments::Value(value)) => value.clone(),
-            },
-        });
     }
 
     fn emit_result(&self, report: &CallReport) {
@@ -669,35 +485,54 @@ impl Runner {
     }
 }
 
-/// Where a traced call notes when its phases ran.
-#[cfg(feature = "otel")]
-fn timings(trace: &Trace) -> Option<Arc<Mutex<Timings>>> {
-    trace.as_ref().and_then(|trace| trace.timings.clone())
+/// A call of a batch, looked up.
+struct Planned<'r> {
+    call: Call<'r>,
+    kind: CallKind,
 }
 
-#[cfg(not(feature = "otel"))]
-fn timings(_trace: &Trace) -> Option<Arc<Mutex<Timings>>> {
-    None
-}
-
-/// A call with its arguments parsed once (`Err(())` when they are text that
-/// is not JSON). Arguments given as a value are moved into `parsed`,
-/// leaving `null` in the call.
-#[derive(Clone)]
-struct Prepared {
-    call: ToolCall,
-    parsed: Result<Value, ()>,
-}
-
-impl Prepared {
-    fn new(mut call: ToolCall) -> Self {
-        let parsed = match &mut call.arguments {
-            // Moved, not copied: once parsed, only `parsed` is read.
-            Arguments::Value(value) => Ok(std::mem::take(value)),
-            Arguments::Json(text) => serde_json::from_str(text).map_err(|_| ()),
+impl<'r> Planned<'r> {
+    fn look_up(registry: &'r Registry, call: ToolCall, rules: &Permissions) -> Self {
+        let ToolCall {
+            id,
+            name,
+            arguments,
+            kind,
+        } = call;
+        let request = Request {
+            id,
+            name,
+            arguments,
         };
-        Prepared { call, parsed }
+        Planned {
+            call: Call::look_up(registry, request, Some(rules)),
+            kind,
+        }
     }
+
+    /// Whether it keeps a batch concurrent: a call that cannot run (not a
+    /// function call, or to an unknown tool) does not make it serial.
+    fn read_only(&self) -> bool {
+        self.kind != CallKind::Function
+            || self
+                .call
+                .info()
+                .is_none_or(|tool| tool.descriptor.hints.read_only)
+    }
+
+    fn into_shared(self) -> Planned<'static> {
+        Planned {
+            call: self.call.into_shared(),
+            kind: self.kind,
+        }
+    }
+}
+
+/// An admitted call, with its id and tool.
+struct Ready<'r> {
+    admitted: Admitted<'r>,
+    id: String,
+    tool: String,
 }
 
 fn guest_event(call_id: &str, tool: &str, event: GuestEvent) -> AgentEvent {
@@ -720,38 +555,95 @@ fn guest_event(call_id: &str, tool: &str, event: GuestEvent) -> AgentEvent {
     }
 }
 
-/// The result of a call that did not run.
-fn refusal(call: &ToolCall, kind: ErrorKind, output: String) -> CallReport {
-    let result = CallResult {
-        tool: call.name.clone(),
-        call_id: call.id.clone(),
-        is_error: true,
-        error_kind: Some(kind),
-        output,
-        details: None,
-        duration: Duration::ZERO,
-        fuel_used: 0,
-        peak_memory_bytes: 0,
-        slot_wait: Duration::ZERO,
-        net: crate::NetUsage::default(),
-        logs: Logs::default(),
-    };
-    CallReport {
-        result,
-        metrics: Metrics::default(),
-    }
-}
-
-fn not_started(call: &ToolCall) -> CallReport {
-    refusal(
-        call,
-        ErrorKind::Cancelled,
-        "The call was cancelled before it started.".into(),
-    )
+/// The refused call that makes a batch skip the rest ([`OnDenial::SkipRest`]).
+struct Refused {
+    id: String,
+    name: String,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The batch's own decisions, on a registry with no tools; the
+    //! integration tests (`tests/all/`) run batches of real components.
+
+    use super::*;
+    use crate::Arguments;
+
+    fn runner() -> Runner {
+        let registry = Registry::builder().build().expect("an empty registry");
+        Runner::new(Arc::new(registry))
+    }
+
+    fn call(id: &str, name: &str, kind: CallKind) -> ToolCall {
+        let mut call = ToolCall::new(id, name, Arguments::Json("{}".into()));
+        call.kind = kind;
+        call
+    }
+
+    #[tokio::test]
+    async fn a_custom_call_is_refused_and_the_others_still_answer_in_order() {
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let seen = events.clone();
+        let runner = runner().on_event(move |event| {
+            let kind = match event {
+                AgentEvent::ToolCall { call_id, .. } => format!("call {call_id}"),
+                AgentEvent::ToolResult { call_id, .. } => format!("result {call_id}"),
+                _ => "guest".into(),
+            };
+            seen.lock().unwrap().push(kind);
+        });
+        let calls = vec![
+            call("a", "free", CallKind::Custom),
+            call("b", "nope", CallKind::Function),
+        ];
+        assert!(!runner.runs_concurrently(&calls[..1]));
+        let results = runner.run(calls).await;
+        assert_eq!(results[0].error_kind, Some(ErrorKind::Unsupported));
+        assert_eq!(results[0].call_id, "a");
+        assert_eq!(results[1].error_kind, Some(ErrorKind::NotFound));
+        assert_eq!(
+            *events.lock().unwrap(),
+            ["call a", "result a", "call b", "result b"]
+        );
+    }
+
+    #[test]
+    fn unknown_tools_and_custom_calls_keep_a_batch_concurrent() {
+        let calls = [
+            call("a", "nope", CallKind::Function),
+            call("b", "free", CallKind::Custom),
+        ];
+        assert!(runner().runs_concurrently(&calls));
+        assert!(!runner().concurrency(1).runs_concurrently(&calls));
+        assert!(!runner().runs_concurrently(&calls[..1]));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_batch_starts_nothing() {
+        let token = CancelToken::new();
+        token.cancel();
+        let runner = runner()
+            .permissions(Permissions::allow_all())
+            .cancel_token(token);
+        let results = runner
+            .run([
+                call("a", "nope", CallKind::Function),
+                call("b", "x", CallKind::Function),
+            ])
+            .await;
+        for result in results {
+            assert_eq!(result.error_kind, Some(ErrorKind::Cancelled));
+            assert!(
+                result.output.contains("before it started"),
+                "{}",
+                result.output
+            );
+        }
+    }
 }

@@ -8,29 +8,12 @@
 //! [`AgentEvent::ToolResult`] last, with its guest's logs and progress in
 //! between; events of different calls of a concurrent batch interleave.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use crate::call::Metrics;
 use crate::{ErrorKind, LogLevel};
-
-/// What one call cost.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
-pub struct Metrics {
-    /// Wall time of the call, serialized as `duration_ms` (milliseconds,
-    /// with microsecond precision). For a cache hit, the time of the lookup.
-    #[serde(rename = "duration_ms", serialize_with = "millis")]
-    pub duration: Duration,
-    /// Fuel the guest consumed; 0 when no guest ran (a cache hit, a refused
-    /// or cancelled call).
-    pub fuel_used: u64,
-    /// Whether the result came from the result cache.
-    pub cached: bool,
-}
-
-fn millis<S: serde::Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64((duration.as_secs_f64() * 1e6).round() / 1e3)
-}
 
 /// An event of a batch. Serialized as an object with a `type` of
 /// `tool_call`, `tool_progress`, `tool_log` or `tool_result`, then

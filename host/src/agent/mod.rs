@@ -36,19 +36,17 @@
 //! the embedder opts in), never security, which rests on the sandbox.
 
 mod batch;
-mod cache;
 mod events;
 pub(crate) mod formats;
-mod permissions;
 
-pub use batch::{CallReport, OnDenial, Runner};
-pub use cache::ResultCache;
-pub use events::{AgentEvent, Metrics};
+pub use crate::call::permissions::{
+    Approval, ApprovalRequest, Approver, Permission, Permissions, PermissionsError,
+    UnknownPermission,
+};
+pub use crate::call::{CallReport, Metrics, ResultCache};
+pub use batch::{OnDenial, Runner};
+pub use events::AgentEvent;
 pub use formats::{
     CallKind, Format, ParseError, ToolCall, UnknownFormat, definition, definitions, detect,
     parse_calls, render_results, strict_compatible,
-};
-pub use permissions::{
-    Approval, ApprovalRequest, Approver, Permission, Permissions, PermissionsError,
-    UnknownPermission,
 };

@@ -527,7 +527,13 @@ impl Registry {
     }
 
     pub(crate) fn entry(&self, name: &str) -> Option<&Entry> {
-        self.by_name.get(name).map(|&index| &*self.tools[index])
+        self.shared_entry(name).map(|entry| &**entry)
+    }
+
+    /// The entry of the tool called `name`, as shared (a call that runs on
+    /// another task holds it).
+    pub(crate) fn shared_entry(&self, name: &str) -> Option<&Arc<Entry>> {
+        self.by_name.get(name).map(|&index| &self.tools[index])
     }
 
     /// Loads the component in `bytes` under the name `component`.

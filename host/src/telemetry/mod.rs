@@ -51,8 +51,9 @@ use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 pub use otlp::{EnvSettings, TelemetryError};
 pub use prometheus::PrometheusReader;
 
-use crate::call::Timings;
-use crate::{CallResult, ErrorKind, LiveRegistry, Registry, Runtime, ToolInfo};
+use crate::call::{CallSpan, Permission, Timings, Tracer};
+use crate::sandbox::limits::Limits;
+use crate::{CallPolicy, CallResult, ErrorKind, LiveRegistry, Runtime, ToolInfo};
 
 /// The instrumentation scope's name.
 const SCOPE: &str = "toolcage";
@@ -320,8 +321,6 @@ pub(crate) struct Traced {
     context: Option<Context>,
     /// The transport of the request, for a server's call.
     transport: Option<Transport>,
-    /// Filled by the call path when the span wants child spans.
-    pub timings: Option<Arc<Mutex<Timings>>>,
     /// The arguments, kept only when content is captured.
     arguments: Option<String>,
     /// The permission rule that applied: `allow`, `ask` or `deny`.
@@ -329,13 +328,13 @@ pub(crate) struct Traced {
 }
 
 impl Telemetry {
-    /// Starts tracing a call to `tool` in `registry` with `arguments`,
-    /// whose permission rule is `permission`, from `origin`.
-    pub(crate) fn trace_call(
+    /// Starts tracing a call to `tool` (`info` when the registry serves it)
+    /// with `arguments`, whose permission rule is `permission`, from `origin`.
+    fn trace_call(
         &self,
-        registry: &Registry,
         tool: &str,
-        arguments: impl FnOnce() -> String,
+        info: Option<&ToolInfo>,
+        arguments: &dyn Fn() -> String,
         permission: &'static str,
         origin: Option<&CallOrigin>,
     ) -> Traced {
@@ -344,15 +343,71 @@ impl Telemetry {
             .inner
             .tracer
             .as_ref()
-            .map(|tracer| call_span(tracer, tool, registry.tool(tool), origin));
+            .map(|tracer| call_span(tracer, tool, info, origin));
         Traced {
-            timings: context.as_ref().map(|_| Arc::default()),
             context,
             transport: request.map(|r| r.transport),
             arguments: self.inner.capture_content.then(arguments),
             permission,
             telemetry: self.clone(),
         }
+    }
+
+    /// The call path's tracer for calls from `origin`.
+    pub(crate) fn tracer(&self, origin: Option<Arc<CallOrigin>>) -> Arc<dyn Tracer> {
+        Arc::new(CallTracer {
+            telemetry: self.clone(),
+            origin,
+        })
+    }
+}
+
+impl CallPolicy {
+    /// Reports each call made under this policy as a span and in metrics
+    /// to `telemetry`, from `origin` (its spans' parent; none: each call's
+    /// span is a root). Default: none.
+    pub fn telemetry(mut self, telemetry: &Telemetry, origin: Option<CallOrigin>) -> Self {
+        self.tracer = Some(telemetry.tracer(origin.map(Arc::new)));
+        self
+    }
+}
+
+/// Telemetry as the call path's [`Tracer`].
+struct CallTracer {
+    telemetry: Telemetry,
+    origin: Option<Arc<CallOrigin>>,
+}
+
+impl Tracer for CallTracer {
+    fn start(
+        &self,
+        tool: &str,
+        info: Option<&ToolInfo>,
+        arguments: &dyn Fn() -> String,
+        permission: Permission,
+    ) -> Box<dyn CallSpan> {
+        let origin = self.origin.as_deref();
+        let traced = self
+            .telemetry
+            .trace_call(tool, info, arguments, permission.as_str(), origin);
+        Box::new(traced)
+    }
+}
+
+impl CallSpan for Traced {
+    fn timed(&self) -> bool {
+        self.context.is_some()
+    }
+
+    fn finish(
+        self: Box<Self>,
+        info: Option<&ToolInfo>,
+        limits: Option<&Limits>,
+        result: &CallResult,
+        granted: bool,
+        timings: &Timings,
+    ) {
+        (*self).end(info, limits, result, granted, timings);
     }
 }
 
@@ -414,14 +469,15 @@ impl Traced {
     /// Ends the call's span with `result` (`granted`: whether the
     /// permission checks let it run), with a child span for each phase it
     /// went through, and counts it.
-    pub(crate) fn finish(mut self, registry: &Registry, result: &CallResult, granted: bool) {
-        let entry = registry.entry(&result.tool);
-        let info = entry.map(|entry| &entry.info);
-        let limits = entry.map(|entry| &entry.component.sandbox.grants.limits);
-        if let Some(timings) = &self.timings {
-            let timings = *timings.lock().unwrap_or_else(|e| e.into_inner());
-            self.phases(&timings, result);
-        }
+    fn end(
+        mut self,
+        info: Option<&ToolInfo>,
+        limits: Option<&Limits>,
+        result: &CallResult,
+        granted: bool,
+        timings: &Timings,
+    ) {
+        self.phases(timings, result);
         let inner = &self.telemetry.inner;
         if let Some(context) = &self.context {
             let span = context.span();

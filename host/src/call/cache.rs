@@ -24,7 +24,7 @@ use crate::{CallResult, ToolInfo};
 pub(crate) type Key = [u8; 32];
 
 /// A shared LRU cache of call results. Cloning shares the cache, which can
-/// serve any number of [`Runner`](super::Runner)s.
+/// serve any number of calls and [`Runner`](crate::agent::Runner)s.
 #[derive(Clone)]
 pub struct ResultCache {
     inner: Arc<Mutex<Lru>>,
@@ -35,12 +35,12 @@ struct Lru {
     max_bytes: usize,
     bytes: usize,
     tick: u64,
-    entries: HashMap<Key, Entry>,
+    entries: HashMap<Key, Cached>,
     /// Keys by last use, oldest first.
     order: BTreeMap<u64, Key>,
 }
 
-struct Entry {
+struct Cached {
     result: CallResult,
     size: usize,
     used: u64,
@@ -136,7 +136,7 @@ impl ResultCache {
         }
         lru.tick += 1;
         let used = lru.tick;
-        if let Some(old) = lru.entries.insert(key, Entry { result, size, used }) {
+        if let Some(old) = lru.entries.insert(key, Cached { result, size, used }) {
             lru.order.remove(&old.used);
             lru.bytes -= old.size;
         }

@@ -1,0 +1,717 @@
+//! The one call path. Every call takes it: [`Registry::call`], a
+//! [`Runner`](crate::agent::Runner)'s batches, the CLI, the MCP server, and
+//! (to come) a tool calling a tool. Its stages, each once:
+//!
+//! 1. **lookup**: the tool's entry and the permission rule that applies to
+//!    it are resolved once ([`Call::look_up`]) and passed down, never looked
+//!    up again;
+//! 2. **parse**: JSON text is parsed once (text over [`MAX_ARGUMENT_BYTES`]
+//!    is refused unparsed);
+//! 3. **permission**: `deny` refuses whatever the arguments, `ask` asks the
+//!    policy's [`Approver`] about the parsed arguments (before validation,
+//!    so that the user sees the call the model made);
+//! 4. **validate** against the tool's input schema;
+//! 5. **cache**: a read-only, idempotent tool's result may come from the
+//!    policy's [`ResultCache`];
+//! 6. **sandbox**: a fresh instance under the component's grants;
+//! 7. **outcome**: checked against the limits and the output schema, and
+//!    redacted;
+//! 8. **telemetry**: the call's span and metrics, from what the stages saw.
+//!
+//! What applies to every call (the permission rules, the approver, the cache,
+//! telemetry) is a [`CallPolicy`]. A call given none (a plain
+//! [`Registry::call`]) is the embedder's own: every tool is allowed, nothing
+//! is cached or traced. That is a policy, not a side door: the same path
+//! runs, with rules that allow everything.
+//!
+//! Threat model: the tool name and arguments come from a model, the outcome
+//! from an untrusted component. Whatever either sends, the caller gets a
+//! [`CallResult`], never a panic or an `Err`: an unknown name lists the real
+//! ones, bad arguments list every schema error, a refusal says which rule
+//! refused, a breached limit names the limit, and an outcome too large or
+//! malformed is refused. Outcomes are checked against the tool's declared
+//! output schema, so programs reading `details` can trust its shape.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::Value;
+use tracing::Instrument;
+
+pub(crate) mod cache;
+mod options;
+mod outcome;
+pub(crate) mod permissions;
+mod policy;
+mod trace;
+
+pub use cache::ResultCache;
+pub use options::CallOptions;
+pub use permissions::{Approval, ApprovalRequest, Approver, Permission, Permissions};
+pub use policy::CallPolicy;
+pub(crate) use trace::{CallSpan, Timings, Tracer};
+
+use crate::catalog::registry::{Entry, Registry};
+use crate::catalog::schema;
+use crate::sandbox::human_bytes;
+use crate::sandbox::outcome::{CancelToken, Logs};
+use crate::{ErrorKind, NetUsage, ToolInfo};
+
+/// The largest arguments a call takes, as JSON text: 16 MiB. Larger ones
+/// are refused as [`ErrorKind::InvalidArguments`] before they are parsed,
+/// so that a model (or a script) cannot make the host hold many times their
+/// size in parsed values and copies before the tool's memory limit would
+/// refuse them.
+pub const MAX_ARGUMENT_BYTES: usize = 16 << 20;
+
+/// A call's arguments: JSON text as a model wrote it, or a parsed value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arguments {
+    /// JSON text, parsed by the call (malformed text is an
+    /// [`ErrorKind::InvalidArguments`] outcome).
+    Json(String),
+    /// An already parsed value.
+    Value(Value),
+}
+
+impl From<&str> for Arguments {
+    fn from(text: &str) -> Self {
+        Arguments::Json(text.to_string())
+    }
+}
+
+impl From<String> for Arguments {
+    fn from(text: String) -> Self {
+        Arguments::Json(text)
+    }
+}
+
+impl From<Value> for Arguments {
+    fn from(value: Value) -> Self {
+        Arguments::Value(value)
+    }
+}
+
+/// The result of a call, successful or not.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CallResult {
+    /// The tool's name, as called.
+    pub tool: String,
+    /// The call's id.
+    pub call_id: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// Why it failed; `None` on success.
+    pub error_kind: Option<ErrorKind>,
+    /// Text for the model.
+    pub output: String,
+    /// Structured JSON for programs and user interfaces.
+    pub details: Option<Value>,
+    /// Wall time of the call.
+    #[serde(rename = "duration_ms", serialize_with = "millis")]
+    pub duration: Duration,
+    /// Fuel the guest consumed. Exact when the guest returned or ran out of
+    /// fuel; a lower bound when a timeout or a cancellation stopped it, since
+    /// wasmtime only writes the fuel counter back at calls, not at the epoch
+    /// checks where such a call is stopped.
+    pub fuel_used: u64,
+    /// The most linear memory the guest held, in bytes: how close the call
+    /// came to its memory limit.
+    pub peak_memory_bytes: u64,
+    /// How long the call waited for a free sandbox slot (all of them busy
+    /// with other calls), part of its wall time; zero when one was free.
+    #[serde(rename = "slot_wait_ms", serialize_with = "millis")]
+    pub slot_wait: Duration,
+    /// What the call used of the network: requests sent and refused, bytes
+    /// each way, and the first network budget it breached.
+    pub net: NetUsage,
+    /// What the guest printed.
+    pub logs: Logs,
+}
+
+fn millis<S: serde::Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((duration.as_secs_f64() * 1e6).round() / 1e3)
+}
+
+impl CallResult {
+    fn error(tool: &str, call_id: String, kind: ErrorKind, output: String) -> Self {
+        CallResult {
+            tool: tool.to_string(),
+            call_id,
+            is_error: true,
+            error_kind: Some(kind),
+            output,
+            details: None,
+            duration: Duration::ZERO,
+            fuel_used: 0,
+            peak_memory_bytes: 0,
+            slot_wait: Duration::ZERO,
+            net: NetUsage::default(),
+            logs: Logs::default(),
+        }
+    }
+}
+
+/// Why arguments of `len` bytes are refused.
+fn too_large(name: &str, len: usize) -> String {
+    format!(
+        "The arguments for `{name}` are {}, more than the {} a call takes. Send less: pass a path or a reference to the data rather than the data itself.",
+        human_bytes(len),
+        human_bytes(MAX_ARGUMENT_BYTES)
+    )
+}
+
+fn next_call_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!("call-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// What one call cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Metrics {
+    /// Wall time of the call, serialized as `duration_ms` (milliseconds,
+    /// with microsecond precision). For a cache hit, the time of the lookup.
+    #[serde(rename = "duration_ms", serialize_with = "millis")]
+    pub duration: Duration,
+    /// Fuel the guest consumed; 0 when no guest ran (a cache hit, a refused
+    /// or cancelled call).
+    pub fuel_used: u64,
+    /// Whether the result came from the result cache.
+    pub cached: bool,
+}
+
+/// A call's result and what it cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallReport {
+    /// The result, with the call's id.
+    pub result: CallResult,
+    /// Its metrics, including whether it came from the cache.
+    pub metrics: Metrics,
+}
+
+impl CallReport {
+    fn new(result: CallResult, cached: bool) -> Self {
+        let metrics = Metrics {
+            duration: result.duration,
+            fuel_used: result.fuel_used,
+            cached,
+        };
+        CallReport { result, metrics }
+    }
+
+    /// The report of a call that did not run.
+    pub(crate) fn refused(tool: &str, call_id: String, kind: ErrorKind, output: String) -> Self {
+        CallReport::new(CallResult::error(tool, call_id, kind, output), false)
+    }
+}
+
+/// What a call asks for: a tool by name, with arguments, under an id.
+pub(crate) struct Request {
+    pub id: String,
+    pub name: String,
+    pub arguments: Arguments,
+}
+
+impl Request {
+    /// A request with a generated id (see [`CallOptions::call_id`]).
+    fn new(name: &str, arguments: Arguments, options: &CallOptions) -> Self {
+        Request {
+            id: options.id().map_or_else(next_call_id, str::to_string),
+            name: name.to_string(),
+            arguments,
+        }
+    }
+}
+
+/// The arguments, parsed once.
+enum Parsed {
+    Value(Value),
+    /// Text that is not JSON, and why.
+    NotJson(String, serde_json::Error),
+    /// Text longer than [`MAX_ARGUMENT_BYTES`], never parsed.
+    TooLarge(String),
+}
+
+/// A call whose tool and permission rule are resolved: the first stages of
+/// the path. [`run`](Self::run) takes it through the rest; a batch that
+/// asks its approvals in order [`admit`](Self::admit)s its calls one by
+/// one, then runs them concurrently.
+pub(crate) struct Call<'r> {
+    entry: Option<std::borrow::Cow<'r, Arc<Entry>>>,
+    id: String,
+    name: String,
+    arguments: Parsed,
+    permission: Permission,
+    /// The answer to a name the registry does not serve, listing those it does.
+    not_found: Option<String>,
+    /// A refusal its frontend decided before the permission stage.
+    refusal: Option<(ErrorKind, String)>,
+}
+
+impl<'r> Call<'r> {
+    /// Looks the tool up in `registry` and resolves its rule in `rules`
+    /// (none: allowed), once; parses the arguments, once.
+    pub(crate) fn look_up(
+        registry: &'r Registry,
+        request: Request,
+        rules: Option<&Permissions>,
+    ) -> Self {
+        let entry = registry.shared_entry(&request.name);
+        let permission = match (rules, entry) {
+            (Some(rules), Some(_)) => rules.permission_for(&request.name),
+            _ => Permission::Allow,
+        };
+        let not_found = entry
+            .is_none()
+            .then(|| unknown_tool(registry, &request.name));
+        let arguments = match request.arguments {
+            Arguments::Value(value) => Parsed::Value(value),
+            Arguments::Json(text) if text.len() > MAX_ARGUMENT_BYTES => Parsed::TooLarge(text),
+            Arguments::Json(text) => match serde_json::from_str(&text) {
+                Ok(value) => Parsed::Value(value),
+                Err(e) => Parsed::NotJson(text, e),
+            },
+        };
+        Call {
+            entry: entry.map(std::borrow::Cow::Borrowed),
+            id: request.id,
+            name: request.name,
+            arguments,
+            permission,
+            not_found,
+            refusal: None,
+        }
+    }
+
+    /// Refuses the call at its permission stage, before the rules are
+    /// consulted: for a frontend's own reasons (a batch's custom-tool call,
+    /// or the rest of a batch after a refusal). It is still traced.
+    pub(crate) fn refuse_first(&mut self, kind: ErrorKind, output: String) {
+        self.refusal = Some((kind, output));
+    }
+
+    /// The tool, when the registry serves it.
+    pub(crate) fn info(&self) -> Option<&ToolInfo> {
+        self.entry.as_ref().map(|entry| &entry.info)
+    }
+
+    /// The rule that applies to it.
+    pub(crate) fn permission(&self) -> Permission {
+        self.permission
+    }
+
+    /// The call's id.
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The tool's name, as called.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The arguments as the model sent them: parsed, or the text that is not JSON.
+    pub(crate) fn arguments(&self) -> Value {
+        match &self.arguments {
+            Parsed::Value(value) => value.clone(),
+            Parsed::NotJson(text, _) | Parsed::TooLarge(text) => Value::String(text.clone()),
+        }
+    }
+
+    fn arguments_text(&self) -> String {
+        match &self.arguments {
+            Parsed::Value(value) => value.to_string(),
+            Parsed::NotJson(text, _) | Parsed::TooLarge(text) => text.clone(),
+        }
+    }
+
+    /// The same call, owning its entry (one reference count), to run on
+    /// another task.
+    pub(crate) fn into_shared(self) -> Call<'static> {
+        Call {
+            entry: self
+                .entry
+                .map(|entry| std::borrow::Cow::Owned(entry.into_owned())),
+            id: self.id,
+            name: self.name,
+            arguments: self.arguments,
+            permission: self.permission,
+            not_found: self.not_found,
+            refusal: self.refusal,
+        }
+    }
+
+    /// Takes the call through the whole path.
+    pub(crate) async fn run(self, options: CallOptions) -> CallReport {
+        match self.admit(&options).await {
+            Ok(admitted) => admitted.execute(options).await,
+            Err(report) => report,
+        }
+    }
+
+    /// The permission stage: starts the call's span, then refuses a
+    /// cancelled call or one the rules (or the approver) refuse.
+    pub(crate) async fn admit(mut self, options: &CallOptions) -> Result<Admitted<'r>, CallReport> {
+        let policy = options.policy_ref();
+        let span = policy
+            .and_then(|policy| policy.tracer.as_ref())
+            .map(|tracer| {
+                tracer.start(
+                    &self.name,
+                    self.info(),
+                    &|| self.arguments_text(),
+                    self.permission,
+                )
+            });
+        let verdict = match (options.cancel(), policy) {
+            _ if self.refusal.is_some() => Err(self.refusal.take().expect("checked")),
+            (Some(token), _) if token.is_cancelled() => Err((ErrorKind::Cancelled, not_started())),
+            (cancel, Some(policy)) => policy.permit(&self, cancel).await,
+            (_, None) => Ok(()),
+        };
+        match verdict {
+            Ok(()) => Ok(Admitted { call: self, span }),
+            Err((kind, output)) => {
+                let report = CallReport::refused(&self.name, self.id.clone(), kind, output);
+                if let Some(span) = span {
+                    let limits = self
+                        .entry
+                        .as_ref()
+                        .map(|e| &e.component.sandbox.grants.limits);
+                    span.finish(
+                        self.info(),
+                        limits,
+                        &report.result,
+                        false,
+                        &Timings::default(),
+                    );
+                }
+                Err(report)
+            }
+        }
+    }
+}
+
+/// A call the permission stage let through: what is left of the path.
+pub(crate) struct Admitted<'r> {
+    call: Call<'r>,
+    span: Option<Box<dyn CallSpan>>,
+}
+
+impl Admitted<'_> {
+    /// Validates, then serves the call from the cache or runs it in a
+    /// sandbox, and reports it.
+    pub(crate) async fn execute(self, options: CallOptions) -> CallReport {
+        let Admitted { call, span } = self;
+        let component = call.info().map_or("", |info| info.component.as_str());
+        let tracing_span = tracing::info_span!(
+            "call",
+            tool = %call.name,
+            component = %component,
+            call_id = %call.id,
+            duration_ms = tracing::field::Empty,
+            fuel_used = tracing::field::Empty,
+            error_kind = tracing::field::Empty,
+        );
+        let mut timings = Timings::default();
+        let timed = span.as_ref().is_some_and(|span| span.timed());
+        let report = call
+            .stages(&options, timed.then_some(&mut timings))
+            .instrument(tracing_span.clone())
+            .await;
+        let result = &report.result;
+        tracing_span.record("duration_ms", result.duration.as_millis() as u64);
+        tracing_span.record("fuel_used", result.fuel_used);
+        tracing_span.record(
+            "error_kind",
+            result.error_kind.map_or("none", ErrorKind::as_str),
+        );
+        tracing_span.in_scope(|| tracing::debug!(is_error = result.is_error, "call finished"));
+        if let Some(span) = span {
+            let limits = call
+                .entry
+                .as_ref()
+                .map(|e| &e.component.sandbox.grants.limits);
+            span.finish(call.info(), limits, result, true, &timings);
+        }
+        report
+    }
+}
+
+impl Call<'_> {
+    /// Validation, the cache and the sandbox.
+    async fn stages(&self, options: &CallOptions, mut timings: Option<&mut Timings>) -> CallReport {
+        let started = Instant::now();
+        // Admitted, then cancelled while it waited (for a batch's slot).
+        if options.cancel().is_some_and(CancelToken::is_cancelled) {
+            let (id, kind) = (self.id.clone(), ErrorKind::Cancelled);
+            return CallReport::refused(&self.name, id, kind, not_started());
+        }
+        let (Some(entry), None) = (&self.entry, &self.not_found) else {
+            let output = self.not_found.clone().unwrap_or_default();
+            return CallReport::refused(&self.name, self.id.clone(), ErrorKind::NotFound, output);
+        };
+        let validating = timings.as_ref().map(|_| SystemTime::now());
+        let checked = self.validate(entry);
+        if let (Some(timings), Some(start)) = (timings.as_deref_mut(), validating) {
+            timings.validated = Some((start, SystemTime::now()));
+        }
+        let arguments = match checked {
+            Ok(arguments) => arguments,
+            Err(result) => return CallReport::new(*result, false),
+        };
+        let cache = options
+            .policy_ref()
+            .and_then(|policy| policy.cache.as_ref());
+        let key = cache
+            .filter(|_| cache::cacheable(&entry.info))
+            .map(|_| cache::key(&entry.info, arguments));
+        if let (Some(cache), Some(key)) = (cache, &key)
+            && let Some(result) = cache.get(key)
+        {
+            return CallReport::new(self.from_cache(result, started), true);
+        }
+        if let Some(timings) = timings {
+            timings.sandbox_start = Some(SystemTime::now());
+        }
+        let result = outcome::run(entry, arguments, self.id.clone(), options).await;
+        if let (Some(cache), Some(key)) = (cache, key)
+            && !result.is_error
+        {
+            cache.insert(key, result.clone());
+        }
+        CallReport::new(result, false)
+    }
+
+    /// The parsed arguments, when they match the tool's input schema.
+    fn validate(&self, entry: &Entry) -> Result<&Value, Box<CallResult>> {
+        let name = &self.name;
+        let refuse = |output: String| {
+            let kind = ErrorKind::InvalidArguments;
+            Box::new(CallResult::error(name, self.id.clone(), kind, output))
+        };
+        let arguments = match &self.arguments {
+            Parsed::Value(value) => value,
+            Parsed::TooLarge(text) => return Err(refuse(too_large(name, text.len()))),
+            Parsed::NotJson(_, e) => {
+                return Err(refuse(format!(
+                    "The arguments for `{name}` are not valid JSON ({e}). Send a JSON object that matches the tool's input schema."
+                )));
+            }
+        };
+        if let Some(errors) = schema::errors(&entry.input, arguments) {
+            let mut result = refuse(format!(
+                "The arguments for `{name}` do not match its input schema:\n{errors}\nFix these and call `{name}` again."
+            ));
+            result.details =
+                Some(serde_json::json!({ "input_schema": entry.info.descriptor.input_schema }));
+            return Err(result);
+        }
+        Ok(arguments)
+    }
+
+    /// A cached result, as this call's.
+    fn from_cache(&self, mut result: CallResult, started: Instant) -> CallResult {
+        result.call_id = self.id.clone();
+        result.duration = started.elapsed();
+        result.fuel_used = 0;
+        result.peak_memory_bytes = 0;
+        result.slot_wait = Duration::ZERO;
+        result.net = NetUsage::default();
+        result
+    }
+}
+
+/// The answer to a call of `name`, which `registry` does not serve.
+fn unknown_tool(registry: &Registry, name: &str) -> String {
+    let available: Vec<&str> = registry
+        .tools()
+        .map(|t| t.descriptor.name.as_str())
+        .collect();
+    if available.is_empty() {
+        format!("There is no tool named `{name}`, and no tools are available.")
+    } else {
+        format!(
+            "There is no tool named `{name}`. Available tools: {}.",
+            available.join(", ")
+        )
+    }
+}
+
+fn not_started() -> String {
+    "The call was cancelled before it started.".into()
+}
+
+impl Registry {
+    /// Calls tool `name` with `arguments` and default options: as the
+    /// embedder, so every tool is allowed (see [`CallPolicy`]).
+    pub async fn call(&self, name: &str, arguments: impl Into<Arguments>) -> CallResult {
+        self.call_with(name, arguments, CallOptions::default())
+            .await
+    }
+
+    /// Calls tool `name` with `arguments` through the one call path: looks
+    /// the tool up, parses the arguments, checks the permission rules of
+    /// the options' [`CallPolicy`] (none: allowed), validates the
+    /// arguments, then serves the call from the policy's cache or runs it
+    /// in a fresh sandbox.
+    pub async fn call_with(
+        &self,
+        name: &str,
+        arguments: impl Into<Arguments>,
+        options: CallOptions,
+    ) -> CallResult {
+        self.call_report(name, arguments.into(), options)
+            .await
+            .result
+    }
+
+    /// Like [`call_with`](Self::call_with), with the call's metrics
+    /// (whether it came from the cache).
+    pub async fn call_report(
+        &self,
+        name: &str,
+        arguments: impl Into<Arguments>,
+        options: CallOptions,
+    ) -> CallReport {
+        let request = Request::new(name, arguments.into(), &options);
+        let rules = options.policy_ref().map(|policy| policy.permissions());
+        Call::look_up(self, request, rules).run(options).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The path's stages that need no guest; the integration tests
+    //! (`tests/all/`) run every stage against real components.
+
+    use std::sync::Mutex;
+
+    use super::*;
+
+    fn empty() -> Registry {
+        Registry::builder().build().expect("an empty registry")
+    }
+
+    fn request(name: &str, arguments: impl Into<Arguments>) -> Request {
+        Request {
+            id: "id-1".into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unknown_tool_is_not_found_and_says_none_are_available() {
+        let result = empty().call("nope", "{}").await;
+        assert_eq!(result.error_kind, Some(ErrorKind::NotFound));
+        assert!(
+            result.output.contains("no tools are available"),
+            "{}",
+            result.output
+        );
+        assert_eq!(result.duration, Duration::ZERO);
+    }
+
+    #[test]
+    fn arguments_are_parsed_once_at_lookup_and_oversized_text_never() {
+        let registry = empty();
+        let call = Call::look_up(&registry, request("t", r#"{"a": 1}"#), None);
+        assert_eq!(call.arguments(), serde_json::json!({ "a": 1 }));
+        let call = Call::look_up(&registry, request("t", "{not json"), None);
+        assert!(matches!(call.arguments, Parsed::NotJson(..)));
+        assert_eq!(call.arguments(), Value::String("{not json".into()));
+        let huge = "x".repeat(MAX_ARGUMENT_BYTES + 1);
+        let call = Call::look_up(&registry, request("t", huge), None);
+        assert!(matches!(call.arguments, Parsed::TooLarge(_)));
+    }
+
+    #[test]
+    fn without_rules_or_a_tool_the_permission_is_allow() {
+        let registry = empty();
+        let deny = Permissions::deny_all();
+        // No entry: nothing to refuse, the call ends as not found.
+        let call = Call::look_up(&registry, request("t", "{}"), Some(&deny));
+        assert_eq!(call.permission(), Permission::Allow);
+        assert!(call.info().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_call_cancelled_before_it_starts_does_not_start() {
+        let token = CancelToken::new();
+        token.cancel();
+        let options = CallOptions::new()
+            .cancel_token(token)
+            .policy(CallPolicy::new(Permissions::allow_all()));
+        let result = empty().call_with("nope", "{}", options).await;
+        assert_eq!(result.error_kind, Some(ErrorKind::Cancelled));
+        assert_eq!(result.output, not_started());
+    }
+
+    /// A tracer that notes what each span saw.
+    #[derive(Default)]
+    struct Notes(Arc<Mutex<Vec<(String, &'static str, bool, Option<ErrorKind>)>>>);
+
+    struct Noted(
+        Arc<Mutex<Vec<(String, &'static str, bool, Option<ErrorKind>)>>>,
+        String,
+        &'static str,
+    );
+
+    impl Tracer for Notes {
+        fn start(
+            &self,
+            tool: &str,
+            _: Option<&ToolInfo>,
+            _: &dyn Fn() -> String,
+            permission: Permission,
+        ) -> Box<dyn CallSpan> {
+            Box::new(Noted(self.0.clone(), tool.into(), permission.as_str()))
+        }
+    }
+
+    impl CallSpan for Noted {
+        fn timed(&self) -> bool {
+            true
+        }
+
+        fn finish(
+            self: Box<Self>,
+            _: Option<&ToolInfo>,
+            _: Option<&crate::Limits>,
+            result: &CallResult,
+            granted: bool,
+            _: &Timings,
+        ) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((self.1, self.2, granted, result.error_kind));
+        }
+    }
+
+    #[tokio::test]
+    async fn every_call_is_traced_once_refused_or_not() {
+        let notes = Notes::default();
+        let seen = notes.0.clone();
+        let mut policy = CallPolicy::new(Permissions::deny_all());
+        policy.tracer = Some(Arc::new(notes));
+        let policy = Arc::new(policy);
+        let registry = empty();
+        let options = || CallOptions::new().policy(policy.clone());
+        registry.call_with("nope", "{}", options()).await;
+        let mut call = Call::look_up(&registry, request("other", "{}"), None);
+        call.refuse_first(ErrorKind::Unsupported, "not a function call".into());
+        let report = call.run(options()).await;
+        assert_eq!(report.result.output, "not a function call");
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            [
+                ("nope".into(), "allow", true, Some(ErrorKind::NotFound)),
+                ("other".into(), "allow", false, Some(ErrorKind::Unsupported)),
+            ]
+        );
+    }
+}

@@ -1,0 +1,144 @@
+//! The sandbox and outcome stages: running an admitted call in a fresh
+//! sandbox, and turning what it returned into a [`CallResult`].
+//!
+//! Threat model: the outcome comes from an untrusted component. Output over
+//! the tool's output limit is refused, details that are not JSON or break
+//! the tool's own output schema are refused as a bug in the tool, and
+//! nothing the tool hands back carries a secret of the operator's: output
+//! and details are redacted before the caller sees them.
+
+use serde_json::Value;
+
+use super::{CallOptions, CallResult, MAX_ARGUMENT_BYTES, too_large};
+use crate::ErrorKind;
+use crate::catalog::registry::{Entry, with_stderr};
+use crate::catalog::schema;
+use crate::sandbox::{self, Invocation, Observer, Returned, human_bytes};
+
+/// Runs the tool of `entry` with `arguments` (valid) in a fresh sandbox.
+pub(super) async fn run(
+    entry: &Entry,
+    arguments: &Value,
+    call_id: String,
+    options: &CallOptions,
+) -> CallResult {
+    let component = &entry.component;
+    let name = entry.info.descriptor.name.as_str();
+    let arguments = arguments.to_string();
+    if arguments.len() > MAX_ARGUMENT_BYTES {
+        let output = too_large(name, arguments.len());
+        return CallResult::error(name, call_id, ErrorKind::InvalidArguments, output);
+    }
+    let invocation = Invocation::Call {
+        tool: name.to_string(),
+        arguments,
+    };
+    let observer = Observer::new(options.events().cloned());
+    let ran = sandbox::run(&component.sandbox, invocation, observer, options.cancel()).await;
+    let mut result = CallResult::error(name, call_id, ErrorKind::ToolError, String::new());
+    result.duration = ran.duration;
+    result.fuel_used = ran.fuel_used;
+    result.peak_memory_bytes = ran.peak_memory_bytes;
+    result.slot_wait = ran.slot_wait;
+    result.net = ran.net;
+    match ran.result {
+        Ok(Returned::Outcome(returned)) => {
+            let is_error = returned.is_err();
+            let outcome = returned.unwrap_or_else(|outcome| outcome);
+            let size = outcome.output.len() + outcome.details.as_ref().map_or(0, String::len);
+            let limit = component.sandbox.grants.limits.output_bytes;
+            if size > limit {
+                result.error_kind = Some(ErrorKind::OutputLimit);
+                result.output = format!(
+                    "The tool returned {} of output, more than its limit of {}. Ask for less: a narrower query, a smaller range, or fewer results.",
+                    human_bytes(size),
+                    human_bytes(limit)
+                );
+            } else {
+                accept(
+                    entry,
+                    is_error,
+                    outcome.output,
+                    outcome.details,
+                    &mut result,
+                );
+            }
+        }
+        Ok(Returned::Descriptors(_)) => unreachable!("call returns an outcome"),
+        Err(stopped) => {
+            result.error_kind = Some(stopped.kind);
+            result.output = match stopped.kind {
+                ErrorKind::Trap => with_stderr(stopped.message, &ran.logs.stderr),
+                _ => stopped.message,
+            };
+        }
+    }
+    if result.is_error && result.error_kind != Some(ErrorKind::MemoryLimit) {
+        explain_failure(entry, ran.memory_refused, &mut result.output);
+    }
+    result.logs = ran.logs;
+    // Nothing the tool hands back carries a secret of the operator's.
+    if let Some(redactor) = &ran.redactor {
+        let (output, mut count) = redactor.text(&result.output);
+        if count > 0 {
+            result.output = output.into_owned();
+        }
+        if let Some(details) = &mut result.details {
+            count += redactor.json(details);
+        }
+        result.net.redactions += count;
+    }
+    result
+}
+
+/// Adds to a failed call's output what the host knows of the cause: a
+/// refused memory growth, a mount whose directory was removed.
+fn explain_failure(entry: &Entry, memory_refused: bool, output: &mut String) {
+    let sandbox = &entry.component.sandbox;
+    if memory_refused {
+        output.push_str(&format!(
+            "\n(During this call the tool hit its memory limit of {}: a request for more memory was refused, which may be why it failed. Ask for less data at once.)",
+            human_bytes(sandbox.grants.limits.memory_bytes)
+        ));
+    }
+    for mount in sandbox.files.iter().flat_map(|files| files.removed()) {
+        output.push_str(&format!(
+            "\n(The mount at {} is gone: its host directory {} was removed while toolcage ran. Files there cannot be reached until the operator restores it and restarts toolcage.)",
+            mount.guest(),
+            mount.host().display()
+        ));
+    }
+}
+
+/// Fills `result` from a returned outcome whose size is within limits.
+fn accept(
+    entry: &Entry,
+    is_error: bool,
+    output: String,
+    details: Option<String>,
+    result: &mut CallResult,
+) {
+    let details = match details.map(|text| serde_json::from_str::<Value>(&text)) {
+        None => None,
+        Some(Ok(value)) => Some(value),
+        Some(Err(e)) => {
+            result.output = format!(
+                "The tool returned details that are not valid JSON ({e}); this is a bug in the tool."
+            );
+            return;
+        }
+    };
+    if !is_error && let Some(validator) = &entry.output {
+        let instance = details.clone().unwrap_or(Value::Null);
+        if let Some(errors) = schema::errors(validator, &instance) {
+            result.output = format!(
+                "The tool returned details that break its own output schema; this is a bug in the tool:\n{errors}"
+            );
+            return;
+        }
+    }
+    result.is_error = is_error;
+    result.error_kind = is_error.then_some(ErrorKind::ToolError);
+    result.output = output;
+    result.details = details;
+}
