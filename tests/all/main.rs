@@ -14,6 +14,7 @@ mod loading;
 mod network;
 mod new;
 mod oci;
+mod one_path;
 mod pool;
 mod reload;
 mod script_guests;

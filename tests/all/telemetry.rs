@@ -24,6 +24,9 @@ struct Recorder {
     tracer_provider: SdkTracerProvider,
     meter_provider: SdkMeterProvider,
     prometheus: PrometheusReader,
+    /// Every telemetry made, flushed before reading: calls' spans and
+    /// metrics are recorded off the calls' threads.
+    made: std::sync::Mutex<Vec<Telemetry>>,
 }
 
 impl Recorder {
@@ -42,19 +45,30 @@ impl Recorder {
             spans,
             metrics,
             prometheus,
+            made: Default::default(),
+        }
+    }
+
+    fn flush(&self) {
+        for telemetry in self.made.lock().unwrap().iter() {
+            telemetry.flush();
         }
     }
 
     fn telemetry(&self, capture_content: bool) -> Telemetry {
-        Telemetry::builder()
+        let telemetry = Telemetry::builder()
             .tracer_provider(&self.tracer_provider)
             .meter_provider(&self.meter_provider)
             .prometheus(self.prometheus.clone())
             .capture_content(capture_content)
-            .build()
+            .phase_spans(true)
+            .build();
+        self.made.lock().unwrap().push(telemetry.clone());
+        telemetry
     }
 
     fn spans(&self) -> Vec<SpanData> {
+        self.flush();
         self.spans.get_finished_spans().unwrap()
     }
 
@@ -74,6 +88,7 @@ impl Recorder {
     }
 
     fn metrics(&self) -> Vec<ResourceMetrics> {
+        self.flush();
         self.meter_provider.force_flush().unwrap();
         self.metrics.get_finished_metrics().unwrap()
     }
@@ -123,6 +138,36 @@ fn runner(registry: &Arc<Registry>, telemetry: Telemetry) -> Runner {
     Runner::new(registry.clone())
         .permissions(Permissions::allow_all())
         .telemetry(telemetry)
+}
+
+#[tokio::test]
+async fn by_default_a_call_is_one_span_with_its_stages_as_attributes() {
+    let recorder = Recorder::new();
+    let registry = tools().await;
+    let telemetry = Telemetry::builder()
+        .tracer_provider(&recorder.tracer_provider)
+        .build();
+    recorder.made.lock().unwrap().push(telemetry.clone());
+    let call = ToolCall::new("c1", "echo", json!({ "text": "hello" }));
+    let result = runner(&registry, telemetry).run([call]).await.remove(0);
+    assert!(!result.is_error, "{}", result.output);
+    let (span, children) = recorder.call_span("execute_tool echo");
+    assert!(
+        children.is_empty(),
+        "no child spans: {:?}",
+        names(&children)
+    );
+    let attributes = attributes(&span);
+    for stage in [
+        "toolcage.call.validate.duration",
+        "toolcage.call.slot_wait",
+        "toolcage.call.duration",
+    ] {
+        assert!(
+            matches!(attributes.get(stage), Some(Value::F64(seconds)) if *seconds >= 0.0),
+            "{stage}: {attributes:?}"
+        );
+    }
 }
 
 #[tokio::test]

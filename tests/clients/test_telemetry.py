@@ -39,8 +39,13 @@ TIMEOUT_S = 5.0
 MEMORY_LIMIT = 256 << 20
 
 # Spans batched for 100 ms, metrics exported every 250 ms: what the tests
-# wait for arrives well within their timeouts.
-QUICK_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_METRIC_EXPORT_INTERVAL": "250"}
+# wait for arrives well within their timeouts. Each stage of a call is a
+# child span too (by default the stages are the call span's attributes).
+QUICK_EXPORT = {
+    "OTEL_BSP_SCHEDULE_DELAY": "100",
+    "OTEL_METRIC_EXPORT_INTERVAL": "250",
+    "TOOLCAGE_OTEL_PHASE_SPANS": "true",
+}
 
 # The children of a call that reached the sandbox. One that found a slot
 # free has no `toolcage.slot_wait` span: a call that waited for one has it

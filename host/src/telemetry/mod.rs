@@ -1,9 +1,12 @@
 //! OpenTelemetry spans and metrics of calls (the `otel` feature).
 //!
-//! Every call a [`Runner`](crate::agent::Runner) makes (and so every CLI and
-//! MCP call) becomes one span, with child spans for validation, the wait for
-//! a sandbox slot and the run, and is counted in metrics: what it cost in
-//! fuel, memory and time, against the limits it ran under. Under MCP the span
+//! Every call made under a [`CallPolicy`] with telemetry (and so every
+//! [`Runner`](crate::agent::Runner), CLI and MCP call) becomes one span,
+//! whose stages are its attributes (the validation's, the slot wait's and
+//! the run's durations), with child spans for them when the operator asks
+//! for that detail ([`TelemetryBuilder::phase_spans`]); and it is counted
+//! in metrics: what it cost in fuel, memory and time, against the limits it
+//! ran under. Under MCP the span
 //! follows the OpenTelemetry GenAI MCP conventions (`tools/call {tool}`, kind
 //! SERVER, its parent the client's trace context from `_meta`); elsewhere it
 //! is the GenAI `execute_tool {tool}` span.
@@ -29,31 +32,30 @@
 //! about 15), and is independent of the log filter by construction, so
 //! `--log-level error` never drops one.
 
+mod calls;
 mod otlp;
 mod prometheus;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use opentelemetry::metrics::{
     BoundCounter, BoundHistogram, Counter, Histogram, Meter, MeterProvider as _,
 };
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
-use opentelemetry::trace::{
-    Span as _, SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _,
-};
-use opentelemetry::{Context, KeyValue, StringValue};
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 
+pub use calls::QUEUE_CALLS;
 pub use otlp::{EnvSettings, TelemetryError};
 pub use prometheus::PrometheusReader;
 
-use crate::call::{CallSpan, Permission, Timings, Tracer};
-use crate::sandbox::limits::Limits;
-use crate::{CallPolicy, CallResult, ErrorKind, LiveRegistry, Runtime, ToolInfo};
+use crate::call::Tracer;
+use crate::{CallPolicy, ErrorKind, LiveRegistry, Runtime};
 
 /// The instrumentation scope's name.
 const SCOPE: &str = "toolcage";
@@ -98,6 +100,10 @@ struct Inner {
     tracer: Option<SdkTracer>,
     metrics: Option<Instruments>,
     capture_content: bool,
+    phase_spans: bool,
+    /// The export queue to the thread that builds calls' spans and metrics;
+    /// none when nothing is recorded.
+    queue: Option<calls::Queue>,
     /// Held to flush and shut down; `None` when the embedder owns them.
     providers: Providers,
     prometheus: Option<PrometheusReader>,
@@ -116,6 +122,7 @@ impl std::fmt::Debug for Telemetry {
             .field("metrics", &self.inner.metrics.is_some())
             .field("capture_content", &self.inner.capture_content)
             .field("prometheus", &self.inner.prometheus.is_some())
+            .field("dropped_calls", &self.dropped_calls())
             .finish()
     }
 }
@@ -127,6 +134,7 @@ pub struct TelemetryBuilder {
     tracer_provider: Option<SdkTracerProvider>,
     meter_provider: Option<SdkMeterProvider>,
     capture_content: bool,
+    phase_spans: bool,
     prometheus: Option<PrometheusReader>,
     owns_providers: bool,
 }
@@ -155,6 +163,17 @@ impl TelemetryBuilder {
         self
     }
 
+    /// Adds to each call's span a child span per stage it went through
+    /// (`toolcage.validate`, `toolcage.slot_wait`, `toolcage.run`). Default:
+    /// false, and the stages' durations are attributes of the call's span
+    /// (`toolcage.call.validate.duration`, `toolcage.call.slot_wait`,
+    /// `toolcage.call.duration`): three spans cost a call about three times
+    /// what one does, in the call and in the exporter.
+    pub fn phase_spans(mut self, phase_spans: bool) -> Self {
+        self.phase_spans = phase_spans;
+        self
+    }
+
     /// The reader (registered with the meter provider) that
     /// [`Telemetry::prometheus_text`] renders. Default: none.
     pub fn prometheus(mut self, reader: PrometheusReader) -> Self {
@@ -180,11 +199,16 @@ impl TelemetryBuilder {
         } else {
             Providers::default()
         };
+        let records = tracer.is_some() || metrics.is_some();
         Telemetry {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|inner| Inner {
+                queue: records
+                    .then(|| calls::Queue::start(inner.clone()))
+                    .flatten(),
                 tracer,
                 metrics,
                 capture_content: self.capture_content,
+                phase_spans: self.phase_spans,
                 providers,
                 prometheus: self.prometheus,
             }),
@@ -211,7 +235,32 @@ impl Telemetry {
     /// The metrics now, in Prometheus' text format (version 0.0.4), when a
     /// [`PrometheusReader`] was given.
     pub fn prometheus_text(&self) -> Option<String> {
-        self.inner.prometheus.as_ref().map(PrometheusReader::render)
+        let reader = self.inner.prometheus.as_ref()?;
+        self.flush();
+        Some(reader.render())
+    }
+
+    /// Waits until every call that ended so far has its span and metrics
+    /// recorded: they are built off the call's thread, a few milliseconds
+    /// later (see [`QUEUE_CALLS`]). Then the providers' own flush sends them.
+    pub fn flush(&self) {
+        if let Some(queue) = &self.inner.queue {
+            queue.flush();
+        }
+    }
+
+    /// How many calls were left out of spans and metrics because the export
+    /// queue was full (the exporters slower than the calls).
+    pub fn dropped_calls(&self) -> u64 {
+        self.inner.queue.as_ref().map_or(0, calls::Queue::dropped)
+    }
+
+    /// The call path's tracer for calls from `origin`.
+    pub(crate) fn tracer(&self, origin: Option<Arc<CallOrigin>>) -> Arc<dyn Tracer> {
+        Arc::new(calls::CallTracer {
+            telemetry: self.clone(),
+            origin,
+        })
     }
 
     /// Reports, as gauges, how many of `runtime`'s sandbox slots are busy
@@ -303,62 +352,12 @@ impl Telemetry {
     /// theirs to shut down), waiting at most `deadline`. Returns how it went
     /// (for one log line): an error when something could not be sent.
     pub fn shutdown(&self, deadline: Duration) -> Result<(), TelemetryError> {
+        self.flush();
         otlp::shutdown(
             self.inner.providers.tracer.clone(),
             self.inner.providers.meter.clone(),
             deadline,
         )
-    }
-}
-
-/// A call being traced, from its start to its result: its span (the
-/// standard `execute_tool`, or MCP's `tools/call` when the frontend said
-/// where the request came from) and its metrics.
-pub(crate) struct Traced {
-    telemetry: Telemetry,
-    /// The call's span, in the context its children start in; `None`
-    /// without traces.
-    context: Option<Context>,
-    /// The transport of the request, for a server's call.
-    transport: Option<Transport>,
-    /// The arguments, kept only when content is captured.
-    arguments: Option<String>,
-    /// The permission rule that applied: `allow`, `ask` or `deny`.
-    permission: &'static str,
-}
-
-impl Telemetry {
-    /// Starts tracing a call to `tool` (`info` when the registry serves it)
-    /// with `arguments`, whose permission rule is `permission`, from `origin`.
-    fn trace_call(
-        &self,
-        tool: &str,
-        info: Option<&ToolInfo>,
-        arguments: &dyn Fn() -> String,
-        permission: &'static str,
-        origin: Option<&CallOrigin>,
-    ) -> Traced {
-        let request = origin.and_then(|origin| origin.request.as_ref());
-        let context = self
-            .inner
-            .tracer
-            .as_ref()
-            .map(|tracer| call_span(tracer, tool, info, origin));
-        Traced {
-            context,
-            transport: request.map(|r| r.transport),
-            arguments: self.inner.capture_content.then(arguments),
-            permission,
-            telemetry: self.clone(),
-        }
-    }
-
-    /// The call path's tracer for calls from `origin`.
-    pub(crate) fn tracer(&self, origin: Option<Arc<CallOrigin>>) -> Arc<dyn Tracer> {
-        Arc::new(CallTracer {
-            telemetry: self.clone(),
-            origin,
-        })
     }
 }
 
@@ -369,220 +368,6 @@ impl CallPolicy {
     pub fn telemetry(mut self, telemetry: &Telemetry, origin: Option<CallOrigin>) -> Self {
         self.tracer = Some(telemetry.tracer(origin.map(Arc::new)));
         self
-    }
-}
-
-/// Telemetry as the call path's [`Tracer`].
-struct CallTracer {
-    telemetry: Telemetry,
-    origin: Option<Arc<CallOrigin>>,
-}
-
-impl Tracer for CallTracer {
-    fn start(
-        &self,
-        tool: &str,
-        info: Option<&ToolInfo>,
-        arguments: &dyn Fn() -> String,
-        permission: Permission,
-    ) -> Box<dyn CallSpan> {
-        let origin = self.origin.as_deref();
-        let traced = self
-            .telemetry
-            .trace_call(tool, info, arguments, permission.as_str(), origin);
-        Box::new(traced)
-    }
-}
-
-impl CallSpan for Traced {
-    fn timed(&self) -> bool {
-        self.context.is_some()
-    }
-
-    fn finish(
-        self: Box<Self>,
-        info: Option<&ToolInfo>,
-        limits: Option<&Limits>,
-        result: &CallResult,
-        granted: bool,
-        timings: &Timings,
-    ) {
-        (*self).end(info, limits, result, granted, timings);
-    }
-}
-
-/// The span of a call to `tool` (`info` when the registry serves it) from
-/// `origin`, in the context its children start in.
-fn call_span(
-    tracer: &SdkTracer,
-    tool: &str,
-    info: Option<&ToolInfo>,
-    origin: Option<&CallOrigin>,
-) -> Context {
-    let request = origin.and_then(|origin| origin.request.as_ref());
-    // A name the registry does not serve came from the model: it names no
-    // span, and is kept short.
-    let target = if info.is_some() { tool } else { "" };
-    let (name, kind) = match request {
-        Some(request) if target.is_empty() => (request.method.to_string(), SpanKind::Server),
-        Some(request) => (format!("{} {target}", request.method), SpanKind::Server),
-        None if target.is_empty() => ("execute_tool".to_string(), SpanKind::Internal),
-        None => (format!("execute_tool {target}"), SpanKind::Internal),
-    };
-    let mut attributes = Vec::with_capacity(24);
-    attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
-    attributes.push(KeyValue::new(
-        "gen_ai.tool.name",
-        cut(tool.to_string(), MAX_UNKNOWN_NAME_BYTES),
-    ));
-    if let Some(request) = request {
-        attributes.push(KeyValue::new("mcp.method.name", request.method));
-        attributes.push(KeyValue::new(
-            "jsonrpc.request.id",
-            request.request_id.clone(),
-        ));
-        if let Some(version) = &request.protocol_version {
-            attributes.push(KeyValue::new("mcp.protocol.version", version.clone()));
-        }
-        if let Some(session) = &request.session_id {
-            attributes.push(KeyValue::new("mcp.session.id", session.clone()));
-        }
-        attributes.push(KeyValue::new(
-            "network.transport",
-            request.transport.as_str(),
-        ));
-    }
-    if let Some(info) = info {
-        attributes.push(KeyValue::new("toolcage.component", info.component.clone()));
-        attributes.push(KeyValue::new("toolcage.component.digest", digest(info)));
-    }
-    let parent = origin.map_or_else(Context::new, |origin| origin.parent.clone());
-    let span = tracer
-        .span_builder(name)
-        .with_kind(kind)
-        .with_attributes(attributes)
-        .start_with_context(tracer, &parent);
-    parent.with_span(span)
-}
-
-impl Traced {
-    /// Ends the call's span with `result` (`granted`: whether the
-    /// permission checks let it run), with a child span for each phase it
-    /// went through, and counts it.
-    fn end(
-        mut self,
-        info: Option<&ToolInfo>,
-        limits: Option<&Limits>,
-        result: &CallResult,
-        granted: bool,
-        timings: &Timings,
-    ) {
-        self.phases(timings, result);
-        let inner = &self.telemetry.inner;
-        if let Some(context) = &self.context {
-            let span = context.span();
-            let mut attributes = Vec::with_capacity(16);
-            if let Some(kind) = result.error_kind {
-                attributes.push(KeyValue::new("toolcage.error.kind", kind.as_str()));
-                // The MCP conventions' value for a result with isError.
-                attributes.push(KeyValue::new("error.type", "tool_error"));
-            }
-            attributes.push(KeyValue::new("toolcage.permission", self.permission));
-            attributes.push(KeyValue::new("toolcage.permission.granted", granted));
-            attributes.push(KeyValue::new(
-                "toolcage.call.fuel.used",
-                clamp(result.fuel_used),
-            ));
-            attributes.push(KeyValue::new(
-                "toolcage.call.memory.peak",
-                clamp(result.peak_memory_bytes),
-            ));
-            attributes.push(KeyValue::new(
-                "toolcage.call.duration",
-                result.duration.as_secs_f64(),
-            ));
-            attributes.push(KeyValue::new(
-                "toolcage.call.slot_wait",
-                result.slot_wait.as_secs_f64(),
-            ));
-            if let Some(limits) = limits {
-                if let Some(fuel) = limits.fuel {
-                    attributes.push(KeyValue::new("toolcage.call.fuel.limit", clamp(fuel)));
-                }
-                attributes.push(KeyValue::new(
-                    "toolcage.call.memory.limit",
-                    clamp(limits.memory_bytes as u64),
-                ));
-                attributes.push(KeyValue::new(
-                    "toolcage.call.timeout",
-                    limits.timeout.as_secs_f64(),
-                ));
-            }
-            let net = &result.net;
-            if net.requests > 0 || net.denied > 0 {
-                attributes.push(KeyValue::new("toolcage.net.requests", clamp(net.requests)));
-                attributes.push(KeyValue::new("toolcage.net.denied", clamp(net.denied)));
-                attributes.push(KeyValue::new(
-                    "toolcage.net.bytes_out",
-                    clamp(net.bytes_out),
-                ));
-                attributes.push(KeyValue::new("toolcage.net.bytes_in", clamp(net.bytes_in)));
-            }
-            if inner.capture_content {
-                let limit = limits.map_or(usize::MAX, |l| l.output_bytes);
-                attributes.push(KeyValue::new(
-                    "gen_ai.tool.call.arguments",
-                    cut(self.arguments.take().unwrap_or_default(), limit),
-                ));
-                attributes.push(KeyValue::new(
-                    "gen_ai.tool.call.result",
-                    cut(result.output.clone(), limit),
-                ));
-            }
-            span.set_attributes(attributes);
-            if result.is_error {
-                let kind = result.error_kind.map_or("error", ErrorKind::as_str);
-                span.set_status(Status::error(kind));
-            }
-            span.end();
-        }
-        if let Some(metrics) = &inner.metrics {
-            let series = metrics.series(info, result.error_kind, self.transport);
-            series.calls.add(1);
-            series.duration.record(result.duration.as_secs_f64());
-            // What a run cost; a call refused before the sandbox cost none.
-            if result.duration > Duration::ZERO {
-                series.fuel.record(result.fuel_used);
-                series.memory.record(result.peak_memory_bytes);
-                series.slot_wait.record(result.slot_wait.as_secs_f64());
-            }
-        }
-    }
-
-    /// Records the child spans of the phases `timings` saw.
-    fn phases(&self, timings: &Timings, result: &CallResult) {
-        let (Some(context), Some(tracer)) = (&self.context, &self.telemetry.inner.tracer) else {
-            return;
-        };
-        let child = |name: &'static str, start: SystemTime, end: SystemTime| {
-            let mut span = tracer
-                .span_builder(name)
-                .with_kind(SpanKind::Internal)
-                .with_start_time(start)
-                .start_with_context(tracer, context);
-            span.end_with_timestamp(end);
-        };
-        if let Some((start, end)) = timings.validated {
-            child("toolcage.validate", start, end);
-        }
-        if let Some(start) = timings.sandbox_start {
-            // A call that found a slot free did not wait: no span for it.
-            let waited = start + result.slot_wait;
-            if !result.slot_wait.is_zero() {
-                child("toolcage.slot_wait", start, waited);
-            }
-            child("toolcage.run", waited, start + result.duration);
-        }
     }
 }
 
@@ -743,13 +528,13 @@ impl Instruments {
     /// becomes a label value) that ended with `error`, over `transport`.
     fn series(
         &self,
-        info: Option<&ToolInfo>,
+        tool: Option<&str>,
+        component: Option<&str>,
         error: Option<ErrorKind>,
         transport: Option<Transport>,
     ) -> Arc<Series> {
-        let (tool, component) = info.map_or(("", ""), |info| {
-            (info.descriptor.name.as_str(), info.component.as_str())
-        });
+        let served = tool.is_some();
+        let (tool, component) = (tool.unwrap_or(""), component.unwrap_or(""));
         let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
         let of_tool = match series.get_mut(tool) {
             Some(of_tool) => of_tool,
@@ -762,7 +547,7 @@ impl Instruments {
             return found.clone();
         }
         let mut attributes = vec![KeyValue::new("gen_ai.tool.name", tool.to_string())];
-        if info.is_some() {
+        if served {
             attributes.push(KeyValue::new("toolcage.component", component.to_string()));
         }
         if let Some(kind) = error {
@@ -796,15 +581,6 @@ struct Series {
     fuel: BoundHistogram<u64>,
     memory: BoundHistogram<u64>,
     slot_wait: BoundHistogram<f64>,
-}
-
-/// The component's digest: the OCI manifest's for a pulled component,
-/// else the BLAKE3 of its bytes.
-fn digest(info: &ToolInfo) -> StringValue {
-    match &info.source {
-        crate::Source::Oci { digest, .. } => digest.clone().into(),
-        _ => format!("blake3:{}", info.component_hash).into(),
-    }
 }
 
 /// How much of a tool name the registry does not serve a span keeps.

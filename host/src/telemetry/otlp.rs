@@ -147,6 +147,8 @@ impl Telemetry {
     /// - `service.name` defaults to `toolcage`.
     /// - `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` records
     ///   arguments and results (see [`TelemetryBuilder::capture_content`]).
+    /// - `TOOLCAGE_OTEL_PHASE_SPANS=true` adds a child span per stage of a
+    ///   call (see [`TelemetryBuilder::phase_spans`]).
     ///
     /// Call [`Telemetry::shutdown`] before exiting to send what is pending.
     pub fn from_env(settings: EnvSettings) -> Result<Option<Telemetry>, TelemetryError> {
@@ -161,6 +163,7 @@ impl Telemetry {
         let resource = resource();
         let mut builder = TelemetryBuilder {
             capture_content: is_true("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"),
+            phase_spans: is_true("TOOLCAGE_OTEL_PHASE_SPANS"),
             owns_providers: true,
             ..TelemetryBuilder::default()
         };

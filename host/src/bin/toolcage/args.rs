@@ -124,6 +124,11 @@ pub enum Command {
         /// as JSON when it parses, else taken as a string); repeatable.
         #[arg(long = "arg", value_name = "KEY=VALUE", conflicts_with = "args")]
         pairs: Vec<String>,
+        /// Check the call against the config's [permissions], as a model's
+        /// call is (`ask` is refused: there is no one to ask). Default: the
+        /// operator's own call, which every tool answers.
+        #[arg(long)]
+        check_permissions: bool,
     },
     /// Load components, run describe() and check their descriptors.
     Check {

@@ -248,12 +248,23 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
-        Command::Call { tool, args, pairs } => {
+        Command::Call {
+            tool,
+            args,
+            pairs,
+            check_permissions,
+        } => {
             let arguments = call_arguments(args.as_deref(), pairs)?;
             let telemetry = start_telemetry(false)?;
             let registry = settings.registry().await?;
-            // The operator's own call: no permission rule applies.
-            let mut runner = Runner::new(Arc::new(registry)).permissions(Permissions::allow_all());
+            // The operator's own call, unless asked to check the rules.
+            let permissions = match check_permissions {
+                true => settings.config.permissions.clone(),
+                false => Permissions::allow_all(),
+            };
+            let mut runner = Runner::new(Arc::new(registry))
+                .permissions(permissions)
+                .unapprovable("`toolcage call` has no one to ask");
             if let Some(telemetry) = &telemetry {
                 runner = runner.telemetry(telemetry.clone());
             }
