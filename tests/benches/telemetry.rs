@@ -175,8 +175,9 @@ fn main() {
         println!("telemetry: {e}");
     }
     println!(
-        "\nthe receiver took {} KiB of OTLP exports",
-        received.load(Ordering::Relaxed) / 1024
+        "\nthe receiver took {} KiB of OTLP exports; {} calls were left out (export queue full)",
+        received.load(Ordering::Relaxed) / 1024,
+        on.dropped_calls()
     );
     if only.is_some() {
         return;
