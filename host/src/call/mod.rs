@@ -162,9 +162,25 @@ fn too_large(name: &str, len: usize) -> String {
     )
 }
 
+/// A call id unique in the process: `call-<n>`. Each thread takes its
+/// numbers from the shared counter a block at a time, so that concurrent
+/// callers do not contend for one counter on every call.
 fn next_call_id() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    format!("call-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+    const BLOCK: u64 = 1024;
+    static NEXT_BLOCK: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        static NEXT: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+    }
+    let n = NEXT.with(|next| {
+        let (mut n, mut end) = next.get();
+        if n == end {
+            n = NEXT_BLOCK.fetch_add(1, Ordering::Relaxed) * BLOCK + 1;
+            end = n + BLOCK;
+        }
+        next.set((n + 1, end));
+        n
+    });
+    format!("call-{n}")
 }
 
 /// What one call cost.
@@ -600,6 +616,22 @@ mod tests {
             name: name.into(),
             arguments: arguments.into(),
         }
+    }
+
+    #[test]
+    fn call_ids_are_unique_across_threads() {
+        let ids: Vec<String> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..4)
+                .map(|_| scope.spawn(|| (0..3000).map(|_| next_call_id()).collect::<Vec<_>>()))
+                .collect();
+            threads
+                .into_iter()
+                .flat_map(|t| t.join().unwrap())
+                .collect()
+        });
+        let unique: std::collections::HashSet<&String> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len());
+        assert!(ids.iter().all(|id| id.starts_with("call-")));
     }
 
     #[tokio::test]
