@@ -746,3 +746,46 @@ fn log(report: &ReloadReport) {
         tracing::warn!("{error}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Reloading a directory, with files no guest needs to run for; the
+    //! integration tests (`tests/all/reload.rs`) reload real components.
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_reload_sees_a_bad_file_arrive_and_leave_and_keeps_serving() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let base = Registry::builder().build().expect("a registry");
+        let (live, loaded) = LiveRegistry::load(base, [dir.path()])
+            .await
+            .expect("readable");
+        assert!(loaded.is_empty());
+        let before = live.current();
+        assert_eq!(live.sources().len(), 1);
+
+        std::fs::write(dir.path().join("bad.wasm"), "not wasm").unwrap();
+        let report = live.reload().await;
+        assert!(
+            !report.changed(),
+            "a rejected file changes no tool: {report:?}"
+        );
+        assert_eq!(report.loaded.len(), 1);
+        assert!(matches!(report.loaded[0].error, Some(LoadError::NotWasm)));
+        assert_eq!(live.rejected_files(), 1);
+        assert_eq!(live.current().tools().len(), before.tools().len());
+
+        std::fs::remove_file(dir.path().join("bad.wasm")).unwrap();
+        let report = live.reload().await;
+        assert!(report.loaded.is_empty(), "{report:?}");
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_source_is_refused_at_load() {
+        let base = Registry::builder().build().expect("a registry");
+        let missing = std::env::temp_dir().join("toolcage-no-such-dir-91c2");
+        let error = LiveRegistry::load(base, [missing.as_path()]).await.err();
+        assert!(matches!(error, Some(Error::ToolsDir { .. })), "{error:?}");
+    }
+}

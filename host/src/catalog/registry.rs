@@ -970,3 +970,62 @@ pub(crate) fn with_stderr(message: String, stderr: &str) -> String {
         tail.join("\n")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    //! What loading refuses before any guest runs; the integration tests
+    //! (`tests/all/loading.rs`) load real components.
+
+    use super::*;
+
+    #[tokio::test]
+    async fn bytes_that_are_not_a_component_are_skipped_with_why() {
+        let mut registry = Registry::builder().build().expect("a registry");
+        let report = registry.load_bytes("junk", b"hello".to_vec()).await;
+        assert!(
+            matches!(report.error, Some(LoadError::NotWasm)),
+            "{report:?}"
+        );
+        let core = b"\0asm\x01\0\0\0".to_vec();
+        let report = registry.load_bytes("core", core).await;
+        assert!(
+            matches!(report.error, Some(LoadError::CoreModule)),
+            "{report:?}"
+        );
+        assert_eq!(registry.tools().len(), 0);
+        assert!(registry.tool("junk").is_none() && registry.shared_entry("core").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_tools_directory_that_cannot_be_read_is_an_error_naming_it() {
+        let mut registry = Registry::builder().build().expect("a registry");
+        let missing = std::env::temp_dir().join("toolcage-no-such-dir-7f3a");
+        match registry.load_dir(&missing).await {
+            Err(Error::ToolsDir { path, .. }) => assert_eq!(path, missing),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_directory_loads_only_wasm_files_and_reports_each() {
+        let dir = tempfile::tempdir().expect("a directory");
+        std::fs::write(dir.path().join("notes.txt"), "not a tool").unwrap();
+        std::fs::write(dir.path().join("bad.wasm"), "not wasm either").unwrap();
+        let mut registry = Registry::builder().build().expect("a registry");
+        let reports = registry.load_dir(dir.path()).await.expect("readable");
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert_eq!(reports[0].component, "bad");
+        assert!(matches!(reports[0].error, Some(LoadError::NotWasm)));
+    }
+
+    #[test]
+    fn tools_sources_tell_references_from_directories() {
+        assert!(matches!(
+            ToolsSource::parse("tools").unwrap(),
+            ToolsSource::Dir(_)
+        ));
+        let reference = ToolsSource::parse("oci://registry.example/tools/fs:1").unwrap();
+        assert!(matches!(reference, ToolsSource::Oci(_)));
+        assert!(ToolsSource::parse("oci://").is_err());
+    }
+}
