@@ -3,6 +3,11 @@
 //! exactly (toolcage pins it): a toolcage release that moves to another
 //! version changes these signatures.
 //!
+//! [`PrometheusReader`](crate::telemetry::PrometheusReader) implements the
+//! same version's `MetricReader`, so that it can be registered with one's
+//! own meter provider; the rest of [`crate::telemetry`] takes toolcage's
+//! types only.
+//!
 //! Without providers of one's own,
 //! [`Telemetry::from_env`](crate::telemetry::Telemetry::from_env) builds
 //! them from the standard `OTEL_*` variables.
