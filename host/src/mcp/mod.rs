@@ -2,7 +2,7 @@
 //! stdio or Streamable HTTP, through the official Rust SDK (`rmcp`).
 //!
 //! A thin frontend: `tools/list` maps the registry's descriptors, and every
-//! `tools/call` goes through the same [`Runner`] as the CLI's batches (lookup,
+//! `tools/call` goes through the same [`Runner`](crate::agent::Runner) as the CLI's batches (lookup,
 //! argument validation, the operator's permission rules, then the sandbox).
 //! MCP types stay in this module: the server takes and gives toolcage's
 //! own types ([`Shutdown`], [`Listener`], [`ServeError`]), and the points
@@ -94,7 +94,7 @@ pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(10);
 /// connection (the HTTP transport does).
 ///
 /// By default every call is denied ([`Permissions::deny_all`]), like a
-/// [`Runner`] built in code: give the operator's rules with
+/// [`Runner`](crate::agent::Runner) built in code: give the operator's rules with
 /// [`permissions`](Self::permissions). A call whose rule is `ask` is put to
 /// the user through the client: on 2026-07-28 as an input-required result
 /// the client answers by calling again, on older revisions as an
@@ -300,6 +300,7 @@ struct CallContext {
     notify: Notify,
     /// The request's HTTP head, for a call answered directly (rmcp keeps
     /// it in the session's context).
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
     http: Option<::http::request::Parts>,
     /// rmcp's context of the request; `None` for a call answered directly
     /// over HTTP ([`http::direct`]), whose client can be neither asked nor
