@@ -43,12 +43,22 @@
 //! at the pull and again at every load. Everything a tool or a model can
 //! cause comes back as a [`CallResult`] with an [`ErrorKind`], never as a
 //! panic or an `Err`.
+//!
+//! # Other crates' types
+//!
+//! The API speaks toolcage's own types. Where an embedder must integrate
+//! with axum, rmcp or the OpenTelemetry SDK (mounting the MCP server in an
+//! axum application, serving it on a transport of one's own, passing one's
+//! own tracer provider), the signatures that name those crates are in
+//! [`integration`], each following its crate's version.
 
 pub mod agent;
 mod call;
 mod catalog;
 mod config;
 mod error;
+#[cfg(any(feature = "mcp", feature = "otel"))]
+pub mod integration;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 mod sandbox;

@@ -1,4 +1,11 @@
 //! The `toolcage` command: its flags, output formats and exit statuses.
+//!
+//! The shape of its outputs, for people and with `--json`, is pinned by
+//! golden files in `tests/golden/cli/`, one per command line: its exit
+//! status, stdout and stderr, with the temporary and build directories
+//! and the figures that vary from run to run (durations, fuel, memory)
+//! masked. Run with `BLESS=1` to rewrite them after an intended change,
+//! and review the diff.
 
 use std::path::Path;
 use std::process::{Output, Stdio};
@@ -691,4 +698,144 @@ fn a_fifo_as_a_mount_exits_2_at_once() {
         stderr(&output)
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
+/// The fields whose numbers vary from run to run (or from one build of the
+/// guests to the next), masked in golden files.
+const VARYING_FIELDS: [&str; 4] = [
+    "duration_ms",
+    "slot_wait_ms",
+    "fuel_used",
+    "peak_memory_bytes",
+];
+
+/// `text` with each varying field's number (`"duration_ms": 12`) as `<n>`.
+fn mask_varying(text: &str) -> String {
+    let mut text = text.to_string();
+    for field in VARYING_FIELDS {
+        let key = format!("\"{field}\":");
+        let mut masked = String::new();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find(&key) {
+            let (before, after) = rest.split_at(at + key.len());
+            masked.push_str(before);
+            let spaces = after.len() - after.trim_start().len();
+            masked.push_str(&after[..spaces]);
+            let after = &after[spaces..];
+            let digits = after
+                .find(|c: char| !c.is_ascii_digit() && c != '.')
+                .unwrap_or(after.len());
+            masked.push_str(if digits > 0 { "\"<n>\"" } else { "" });
+            rest = &after[digits..];
+        }
+        masked.push_str(rest);
+        text = masked;
+    }
+    text
+}
+
+/// Compares a run of `toolcage ARGS` with the golden file `name`
+/// (`tests/golden/cli/NAME.txt`), or rewrites it under `BLESS=1`. The
+/// temporary directory `dir` reads `$TOOLS`, the guests' build directory
+/// `$GUESTS`.
+fn golden(name: &str, dir: &Path, args: &[&str], output: &Output) {
+    let guests_dir = Path::new(guests::FIXTURE_ECHO).parent().unwrap();
+    let mask = |text: String| {
+        let text = text
+            .replace(&dir.display().to_string(), "$TOOLS")
+            .replace(&guests_dir.display().to_string(), "$GUESTS");
+        mask_varying(&text)
+    };
+    let args: Vec<String> = args.iter().map(|arg| mask(arg.to_string())).collect();
+    let text = format!(
+        "$ toolcage {}\nexit: {}\n--- stdout\n{}--- stderr\n{}",
+        args.join(" "),
+        output
+            .status
+            .code()
+            .map_or("signal".into(), |c| c.to_string()),
+        mask(stdout(output)),
+        mask(stderr(output)),
+    );
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("golden/cli")
+        .join(format!("{name}.txt"));
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run with BLESS=1 to create it", path.display()));
+    assert!(
+        expected == text,
+        "{} differs from the output; run with BLESS=1 to update it if the change is intended.\n--- expected\n{expected}\n--- actual\n{text}",
+        path.display()
+    );
+}
+
+/// Runs `toolcage --no-bundled --tools DIR ARGS` in `dir` and compares it
+/// with the golden file `name`.
+fn golden_run(name: &str, dir: &Path, args: &[&str]) {
+    let output = run(dir, args);
+    let mut shown = vec!["--no-bundled", "--tools", "$TOOLS"];
+    shown.extend_from_slice(args);
+    golden(name, dir, &shown, &output);
+}
+
+#[test]
+fn list_and_inspect_match_the_golden_files() {
+    let dir = tools_dir();
+    golden_run("list", dir.path(), &["list"]);
+    golden_run("list.json", dir.path(), &["list", "--json"]);
+    golden_run("inspect", dir.path(), &["inspect", "echo"]);
+    golden_run("inspect.json", dir.path(), &["inspect", "echo", "--json"]);
+    golden_run("inspect.unknown", dir.path(), &["inspect", "nope"]);
+}
+
+#[test]
+fn call_matches_the_golden_files() {
+    let dir = tools_dir();
+    let hi = r#"{"text": "hi", "repeat": 2}"#;
+    golden_run("call", dir.path(), &["call", "echo", hi]);
+    golden_run("call.json", dir.path(), &["--json", "call", "echo", hi]);
+    let bad = r#"{"text": 7}"#;
+    golden_run("call.invalid", dir.path(), &["call", "echo", bad]);
+    golden_run(
+        "call.invalid.json",
+        dir.path(),
+        &["--json", "call", "echo", bad],
+    );
+    golden_run("call.failed", dir.path(), &["call", "fail"]);
+    golden_run("call.failed.json", dir.path(), &["--json", "call", "fail"]);
+    golden_run("call.unknown", dir.path(), &["call", "nope"]);
+    golden_run("call.unknown.json", dir.path(), &["--json", "call", "nope"]);
+}
+
+#[test]
+fn definitions_match_the_golden_files() {
+    let dir = tools_dir();
+    for format in ["openai", "openai-responses", "anthropic", "mcp"] {
+        golden_run(
+            &format!("definitions.{format}"),
+            dir.path(),
+            &["definitions", "--format", format],
+        );
+    }
+}
+
+#[test]
+fn check_matches_the_golden_files() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, json) in [("check", None), ("check.json", Some("--json"))] {
+        let mut args = vec!["check"];
+        args.extend(json);
+        args.extend([guests::FIXTURE_ECHO, guests::FIXTURE_BAD_SCHEMA]);
+        let output = toolcage()
+            .args(&args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        golden(name, dir.path(), &args, &output);
+    }
 }

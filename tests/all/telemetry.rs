@@ -13,6 +13,7 @@ use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMete
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use serde_json::json;
 use toolcage::agent::{Permission, Permissions, Runner, ToolCall};
+use toolcage::integration::otel::SdkProviders as _;
 use toolcage::telemetry::{CallOrigin, PrometheusReader, ServerRequest, Telemetry, Transport};
 use toolcage::{ErrorKind, Limits, Registry};
 use toolcage_tests::{builder, guests, quick_limits, registry};

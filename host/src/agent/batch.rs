@@ -91,8 +91,6 @@ struct Events {
 #[derive(Clone)]
 pub struct Runner {
     registry: LiveRegistry,
-    /// The snapshot to run on instead of the registry's current one.
-    pinned: Option<Arc<Registry>>,
     concurrency: usize,
     /// Shared, so that a runner made per call (as the MCP server makes
     /// them) does not copy the operator's rules.
@@ -130,7 +128,6 @@ impl Runner {
     pub fn new(registry: impl Into<LiveRegistry>) -> Self {
         Runner {
             registry: registry.into(),
-            pinned: None,
             concurrency: Self::DEFAULT_CONCURRENCY,
             policy: Arc::new(CallPolicy::new(Permissions::deny_all())),
             on_denial: OnDenial::default(),
@@ -176,18 +173,7 @@ impl Runner {
 
     /// The tools it runs calls against, as they are now.
     pub fn registry(&self) -> Arc<Registry> {
-        match &self.pinned {
-            Some(registry) => registry.clone(),
-            None => self.registry.current(),
-        }
-    }
-
-    /// Runs on `snapshot` (one its caller already looked the tools up in)
-    /// rather than on the registry's current tools.
-    #[cfg(feature = "mcp")]
-    pub(crate) fn pinned(mut self, snapshot: Arc<Registry>) -> Self {
-        self.pinned = Some(snapshot);
-        self
+        self.registry.current()
     }
 
     /// Runs at most `cap` calls of a read-only batch at once (0 counts as

@@ -246,45 +246,49 @@ struct StrictTotals {
     characters: usize,
 }
 
+/// The keywords strict mode accepts in a schema.
+const STRICT_KEYWORDS: [&str; 21] = [
+    "type",
+    "description",
+    "title",
+    "enum",
+    "const",
+    "anyOf",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "minItems",
+    "maxItems",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "$defs",
+    "definitions",
+];
+/// The types strict mode accepts.
+const STRICT_TYPES: [&str; 7] = [
+    "string", "number", "integer", "boolean", "object", "array", "null",
+];
+/// The string formats strict mode accepts.
+const STRICT_FORMATS: [&str; 9] = [
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
+];
+
 /// One schema of [`strict_compatible`], `depth` levels below the root.
 fn strict_schema(schema: &Value, depth: usize, totals: &mut StrictTotals) -> bool {
-    const KEYWORDS: [&str; 21] = [
-        "type",
-        "description",
-        "title",
-        "enum",
-        "const",
-        "anyOf",
-        "properties",
-        "required",
-        "additionalProperties",
-        "items",
-        "minItems",
-        "maxItems",
-        "pattern",
-        "format",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "multipleOf",
-        "$defs",
-        "definitions",
-    ];
-    const TYPES: [&str; 7] = [
-        "string", "number", "integer", "boolean", "object", "array", "null",
-    ];
-    const FORMATS: [&str; 9] = [
-        "date-time",
-        "time",
-        "date",
-        "duration",
-        "email",
-        "hostname",
-        "ipv4",
-        "ipv6",
-        "uuid",
-    ];
     let Some(object) = schema.as_object() else {
         return false;
     };
@@ -295,32 +299,69 @@ fn strict_schema(schema: &Value, depth: usize, totals: &mut StrictTotals) -> boo
         return object.len() == 1 && reference.as_str().is_some_and(|r| r.starts_with('#'));
     }
     if object.keys().any(|key| {
-        !KEYWORDS.contains(&key.as_str())
+        !STRICT_KEYWORDS.contains(&key.as_str())
             || (matches!(key.as_str(), "$defs" | "definitions") && depth > 0)
     }) {
         return false;
     }
-    let types: Vec<&str> = match object.get("type") {
-        Some(Value::String(name)) => vec![name.as_str()],
-        Some(Value::Array(names)) if !names.is_empty() => {
-            let names: Option<Vec<&str>> = names.iter().map(Value::as_str).collect();
-            match names {
-                Some(names) => names,
-                None => return false,
-            }
-        }
-        Some(_) => return false,
-        None if object.contains_key("anyOf") => Vec::new(),
-        None => return false,
-    };
-    if !types.iter().all(|t| TYPES.contains(t)) {
+    let Some(types) = strict_types(object) else {
         return false;
-    }
+    };
     if let Some(format) = object.get("format")
-        && !format.as_str().is_some_and(|f| FORMATS.contains(&f))
+        && !format.as_str().is_some_and(|f| STRICT_FORMATS.contains(&f))
     {
         return false;
     }
+    if !strict_values(object, totals) {
+        return false;
+    }
+    if let Some(variants) = object.get("anyOf") {
+        let Some(variants) = variants.as_array().filter(|v| !v.is_empty()) else {
+            return false;
+        };
+        if !variants.iter().all(|v| strict_schema(v, depth, totals)) {
+            return false;
+        }
+    }
+    let is_object = types.contains(&"object") || object.contains_key("properties");
+    if is_object {
+        if !strict_object(object, depth, totals) {
+            return false;
+        }
+    } else if object.contains_key("additionalProperties") || object.contains_key("required") {
+        return false;
+    }
+    if types.contains(&"array") {
+        match object.get("items") {
+            Some(items @ Value::Object(_)) => strict_schema(items, depth + 1, totals),
+            _ => false,
+        }
+    } else {
+        !object.contains_key("items")
+    }
+}
+
+/// The schema's `type`s, all of strict mode's; empty for an `anyOf`
+/// without one; `None` when strict mode refuses them.
+fn strict_types(object: &serde_json::Map<String, Value>) -> Option<Vec<&str>> {
+    let types: Vec<&str> = match object.get("type") {
+        Some(Value::String(name)) => vec![name.as_str()],
+        Some(Value::Array(names)) if !names.is_empty() => {
+            names.iter().map(Value::as_str).collect::<Option<_>>()?
+        }
+        Some(_) => return None,
+        None if object.contains_key("anyOf") => Vec::new(),
+        None => return None,
+    };
+    types
+        .iter()
+        .all(|t| STRICT_TYPES.contains(t))
+        .then_some(types)
+}
+
+/// Whether the schema's `enum` fits strict mode (at most 250 strings or
+/// 15,000 characters), counting it and its `const` in `totals`.
+fn strict_values(object: &serde_json::Map<String, Value>, totals: &mut StrictTotals) -> bool {
     if let Some(values) = object.get("enum") {
         let Some(values) = values.as_array() else {
             return false;
@@ -340,60 +381,43 @@ fn strict_schema(schema: &Value, depth: usize, totals: &mut StrictTotals) -> boo
     if let Some(Value::String(value)) = object.get("const") {
         totals.characters += value.chars().count();
     }
-    if let Some(variants) = object.get("anyOf") {
-        let Some(variants) = variants.as_array().filter(|v| !v.is_empty()) else {
-            return false;
-        };
-        if !variants.iter().all(|v| strict_schema(v, depth, totals)) {
-            return false;
-        }
-    }
-    let is_object = types.contains(&"object") || object.contains_key("properties");
-    if is_object {
-        let Some(properties) = object.get("properties").and_then(Value::as_object) else {
-            return false;
-        };
-        if object.get("additionalProperties") != Some(&Value::Bool(false)) {
-            return false;
-        }
-        let required: Option<Vec<&str>> = match object.get("required") {
-            None => Some(Vec::new()),
-            Some(Value::Array(names)) => names.iter().map(Value::as_str).collect(),
-            Some(_) => None,
-        };
-        let Some(required) = required else {
-            return false;
-        };
-        let listed: std::collections::HashSet<&str> = required.iter().copied().collect();
-        if listed.len() != required.len()
-            || listed.len() != properties.len()
-            || !properties.keys().all(|name| listed.contains(name.as_str()))
-        {
-            return false;
-        }
-        totals.properties += properties.len();
-        for (name, property) in properties {
-            totals.characters += name.chars().count();
-            if !strict_schema(property, depth + 1, totals) {
-                return false;
-            }
-        }
-    } else if object.contains_key("additionalProperties") || object.contains_key("required") {
-        return false;
-    }
-    if types.contains(&"array") {
-        match object.get("items") {
-            Some(items @ Value::Object(_)) => {
-                if !strict_schema(items, depth + 1, totals) {
-                    return false;
-                }
-            }
-            _ => return false,
-        }
-    } else if object.contains_key("items") {
-        return false;
-    }
     true
+}
+
+/// Whether an object schema fits strict mode: `additionalProperties:
+/// false`, every property required (once), and each property's schema
+/// strict, one level down.
+fn strict_object(
+    object: &serde_json::Map<String, Value>,
+    depth: usize,
+    totals: &mut StrictTotals,
+) -> bool {
+    let Some(properties) = object.get("properties").and_then(Value::as_object) else {
+        return false;
+    };
+    if object.get("additionalProperties") != Some(&Value::Bool(false)) {
+        return false;
+    }
+    let required: Option<Vec<&str>> = match object.get("required") {
+        None => Some(Vec::new()),
+        Some(Value::Array(names)) => names.iter().map(Value::as_str).collect(),
+        Some(_) => None,
+    };
+    let Some(required) = required else {
+        return false;
+    };
+    let listed: std::collections::HashSet<&str> = required.iter().copied().collect();
+    if listed.len() != required.len()
+        || listed.len() != properties.len()
+        || !properties.keys().all(|name| listed.contains(name.as_str()))
+    {
+        return false;
+    }
+    totals.properties += properties.len();
+    properties.iter().all(|(name, property)| {
+        totals.characters += name.chars().count();
+        strict_schema(property, depth + 1, totals)
+    })
 }
 
 /// One tool call a model asked for.

@@ -327,6 +327,14 @@ impl<'r> Call<'r> {
         &self.name
     }
 
+    /// The arguments, when they parsed.
+    pub(crate) fn parsed(&self) -> Option<&Value> {
+        match &self.arguments {
+            Parsed::Value(value) => Some(value),
+            _ => None,
+        }
+    }
+
     /// The arguments as the model sent them: parsed, or the text that is not JSON.
     pub(crate) fn arguments(&self) -> Value {
         match &self.arguments {
@@ -486,7 +494,7 @@ impl Call<'_> {
         if let (Some(cache), Some(key)) = (cache, &key)
             && let Some(result) = cache.get(key)
         {
-            return CallReport::new(self.from_cache(result, started), true);
+            return CallReport::new(self.cached(result, started), true);
         }
         if let Some(timings) = timings {
             timings.sandbox_start = Some(SystemTime::now());
@@ -528,7 +536,7 @@ impl Call<'_> {
     }
 
     /// A cached result, as this call's.
-    fn from_cache(&self, mut result: CallResult, started: Instant) -> CallResult {
+    fn cached(&self, mut result: CallResult, started: Instant) -> CallResult {
         result.call_id = self.id.clone();
         result.duration = started.elapsed();
         result.fuel_used = 0;
@@ -681,15 +689,14 @@ mod tests {
         assert_eq!(result.output, not_started());
     }
 
+    /// What a span saw: the tool, the rule, whether it was granted, the kind.
+    type Seen = Arc<Mutex<Vec<(String, &'static str, bool, Option<ErrorKind>)>>>;
+
     /// A tracer that notes what each span saw.
     #[derive(Default)]
-    struct Notes(Arc<Mutex<Vec<(String, &'static str, bool, Option<ErrorKind>)>>>);
+    struct Notes(Seen);
 
-    struct Noted(
-        Arc<Mutex<Vec<(String, &'static str, bool, Option<ErrorKind>)>>>,
-        String,
-        &'static str,
-    );
+    struct Noted(Seen, String, &'static str);
 
     impl Tracer for Notes {
         fn start(

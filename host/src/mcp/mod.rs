@@ -2,9 +2,12 @@
 //! stdio or Streamable HTTP, through the official Rust SDK (`rmcp`).
 //!
 //! A thin frontend: `tools/list` maps the registry's descriptors, and every
-//! `tools/call` goes through the same [`Runner`] as the CLI's batches (lookup,
+//! `tools/call` goes through the same [`Runner`](crate::agent::Runner) as the CLI's batches (lookup,
 //! argument validation, the operator's permission rules, then the sandbox).
-//! MCP types stay in this module.
+//! MCP types stay in this module: the server takes and gives toolcage's
+//! own types ([`Shutdown`], [`Listener`], [`ServeError`]), and the points
+//! where an embedder needs rmcp's or axum's are in
+//! [`crate::integration`].
 //!
 //! Threat model: a client is a model's agent, so everything it sends is
 //! untrusted: an unknown tool is a protocol error listing nothing secret, bad
@@ -13,7 +16,7 @@
 //! see [`http`] for who may reach the server at all.
 //!
 //! ```no_run
-//! # async fn demo(registry: toolcage::Registry) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! # async fn demo(registry: toolcage::Registry) -> Result<(), toolcage::mcp::ServeError> {
 //! use std::sync::Arc;
 //! use toolcage::agent::Permissions;
 //! use toolcage::mcp::McpServer;
@@ -29,10 +32,13 @@
 #![allow(deprecated)]
 
 mod approval;
+mod call;
 mod cores;
+pub(crate) mod handler;
 pub mod http;
 mod mapping;
 mod parse;
+mod serve;
 mod stdio;
 pub mod tasks;
 #[cfg(feature = "otel")]
@@ -42,28 +48,24 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
+use rmcp::ServiceExt;
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest,
-    CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
-    InitializeResult, ListToolsResult, LoggingLevel, LoggingMessageNotification,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotification,
-    ProgressNotificationParam, RequestId, RequestMetaObject, ServerCapabilities, ServerConfig,
-    ServerNotification, SetLevelRequestParams, SubscriptionFilter, TASKS_EXTENSION_ID,
-    UpdateTaskParams,
+    LoggingLevel, LoggingMessageNotification, LoggingMessageNotificationParam,
+    ProgressNotification, ProgressNotificationParam, RequestId, RequestMetaObject,
+    ServerNotification,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
-use serde_json::{Value, json};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 pub use mapping::CALL_META_KEY;
+pub use serve::{Listener, ServeError, SessionError, Shutdown};
 pub use tasks::{InvalidTaskRoute, TaskOptions};
 
-use crate::agent::{AgentEvent, Approver, Permission, Permissions, Runner, ToolCall};
+use crate::LiveRegistry;
+use crate::agent::Permissions;
 #[cfg(feature = "otel")]
-use crate::telemetry::{CallOrigin, Telemetry};
-use crate::{Arguments, CancelToken, LiveRegistry};
+use crate::telemetry::Telemetry;
 
 /// The log level sent to a client that has not asked for one.
 const DEFAULT_LOG_LEVEL: LoggingLevel = LoggingLevel::Warning;
@@ -92,7 +94,7 @@ pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(10);
 /// connection (the HTTP transport does).
 ///
 /// By default every call is denied ([`Permissions::deny_all`]), like a
-/// [`Runner`] built in code: give the operator's rules with
+/// [`Runner`](crate::agent::Runner) built in code: give the operator's rules with
 /// [`permissions`](Self::permissions). A call whose rule is `ask` is put to
 /// the user through the client: on 2026-07-28 as an input-required result
 /// the client answers by calling again, on older revisions as an
@@ -212,12 +214,12 @@ impl McpServer {
 
     /// Serves one client on standard input and output until it closes its
     /// end. Standard output carries MCP messages only.
-    pub async fn serve_stdio(self) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        self.serve_stdio_until(CancellationToken::new()).await
+    pub async fn serve_stdio(self) -> Result<(), ServeError> {
+        self.serve_stdio_until(Shutdown::new()).await
     }
 
     /// Serves one client on standard input and output until it closes its
-    /// end or `shutdown` is cancelled. Either way the calls in flight finish
+    /// end or `shutdown` is triggered. Either way the calls in flight finish
     /// (within their limits) and their results are sent before it returns.
     ///
     /// The client is served on a thread of its own, on a single-threaded
@@ -227,10 +229,7 @@ impl McpServer {
     /// before it sleeps, so a client's next request (an agent's next step)
     /// is read without waking a sleeping thread, which on a virtual machine
     /// costs more than the call itself.
-    pub async fn serve_stdio_until(
-        self,
-        shutdown: CancellationToken,
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    pub async fn serve_stdio_until(self, shutdown: Shutdown) -> Result<(), ServeError> {
         let idle = self.in_flight.clone();
         let core = cores::Cores::with_park_hook("toolcage-stdio", 1, move || {
             if idle.is_idle() {
@@ -238,16 +237,13 @@ impl McpServer {
             }
         })?;
         core.next()
-            .spawn(self.serve_stdio_here(shutdown))
+            .spawn(self.serve_stdio_here(shutdown.token()))
             .await
-            .unwrap_or_else(|e| Err(format!("the stdio server ended abnormally: {e}").into()))
+            .unwrap_or_else(|e| Err(SessionError::thread(e).into()))
     }
 
     /// [`Self::serve_stdio_until`], on the current runtime.
-    async fn serve_stdio_here(
-        self,
-        shutdown: CancellationToken,
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    async fn serve_stdio_here(self, shutdown: CancellationToken) -> Result<(), ServeError> {
         let in_flight = self.in_flight.clone();
         // The end of stdin reaches rmcp only once no call is running, so
         // that it does not cut the last results short.
@@ -259,18 +255,19 @@ impl McpServer {
             in_flight: in_flight.clone(),
         };
         let (tasks, tools) = (self.tasks.clone(), self.tools.clone());
-        let running = self
+        let running = handler::Handler::from(self)
             .serve(stdio::StdioTransport::new(input, stdout))
-            .await?;
+            .await
+            .map_err(SessionError::initialize)?;
         let stop = running.cancellation_token();
         let waiting = running.waiting();
         tokio::pin!(waiting);
         tokio::select! {
-            quit = &mut waiting => { quit?; }
+            quit = &mut waiting => { quit.map_err(SessionError::service_loop)?; }
             () = shutdown.cancelled() => {
                 in_flight.idle().await;
                 stop.cancel();
-                waiting.await?;
+                waiting.await.map_err(SessionError::service_loop)?;
             }
         }
         // Nobody can ask for these tasks' results any more.
@@ -291,208 +288,6 @@ impl McpServer {
                 .unwrap_or(DEFAULT_LOG_LEVEL)
         })
     }
-
-    fn unknown_tool(&self, registry: &crate::Registry, name: &str) -> McpError {
-        let available: Vec<&str> = registry
-            .tools()
-            .map(|t| t.descriptor.name.as_str())
-            .collect();
-        McpError::invalid_params(
-            format!(
-                "There is no tool named `{name}`. Available tools: {}.",
-                available.join(", ")
-            ),
-            Some(json!({ "tool": name })),
-        )
-    }
-}
-
-impl ServerHandler for McpServer {
-    fn get_info(&self) -> ServerConfig {
-        let mut capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .enable_logging()
-            .build();
-        if self.tasks.is_some() {
-            capabilities
-                .extensions
-                .get_or_insert_with(Default::default)
-                .insert(TASKS_EXTENSION_ID.to_string(), Default::default());
-        }
-        let mut info = ServerConfig::new(capabilities);
-        info.server_info = Implementation::new("toolcage", env!("CARGO_PKG_VERSION"));
-        info.instructions = Some(
-            "Each tool runs in a WebAssembly sandbox with limits on fuel, time, memory and output, seeing only the directories the operator mounted. Error results say what to fix.".into(),
-        );
-        info
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        // In load order, the same for every client: any cache may keep it.
-        let ttl = match self.tools.sources().is_empty() {
-            true => FIXED_LIST_TTL,
-            false => LIVE_LIST_TTL,
-        };
-        let registry = self.tools.current();
-        let tools = registry
-            .tools()
-            .map(|info| mapping::tool(info, registry.limits(&info.descriptor.name)))
-            .collect();
-        Ok(ListToolsResult::with_all_items(tools)
-            .with_ttl_ms(ttl.as_millis() as u64)
-            .with_cache_scope(CacheScope::Public))
-    }
-
-    /// `initialize` belongs to the revisions before 2026-07-28, which get
-    /// no tasks: their result does not offer the extension.
-    async fn initialize(
-        &self,
-        request: InitializeRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<InitializeResult, McpError> {
-        context.peer.set_peer_info(request.clone());
-        let mut result = self.negotiate_initialize(&request)?;
-        if result.protocol_version.has_initialize()
-            && let Some(extensions) = result.capabilities.extensions.as_mut()
-        {
-            extensions.remove(TASKS_EXTENSION_ID);
-            if extensions.is_empty() {
-                result.capabilities.extensions = None;
-            }
-        }
-        Ok(result)
-    }
-
-    /// A request rmcp could not read as its method's type reaches here as
-    /// one of an unknown method. Two are answered -32602 (invalid params),
-    /// saying what is wrong, rather than -32601: a `tools/call` whose
-    /// `params` are malformed, and a `tasks/*` request whose `taskId` is not
-    /// a string (the extension answers an invalid task id as an unknown
-    /// one).
-    async fn on_custom_request(
-        &self,
-        request: CustomRequest,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CustomResult, McpError> {
-        let method = request.method.as_str();
-        if method == "tools/call" {
-            return Err(McpError::invalid_params(
-                parse::call_params_problem(request.params.as_ref()),
-                None,
-            ));
-        }
-        if self.tasks.is_some() && tasks::METHODS.contains(&method) {
-            let task_id = request
-                .params
-                .as_ref()
-                .and_then(|params| params.get("taskId"))
-                .cloned()
-                .unwrap_or(serde_json::Value::Null);
-            return Err(McpError::invalid_params(
-                format!(
-                    "Invalid params for {method}: `taskId` must be a string (the id a task handle gave), not {task_id}."
-                ),
-                Some(json!({ "taskId": task_id })),
-            ));
-        }
-        Err(McpError::new(
-            ErrorCode::METHOD_NOT_FOUND,
-            request.method,
-            None,
-        ))
-    }
-
-    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.sessions.add(context.peer, &self.tools);
-    }
-
-    fn accepted_subscription_filter(
-        &self,
-        _requested: &SubscriptionFilter,
-    ) -> Option<SubscriptionFilter> {
-        let mut filter = SubscriptionFilter::new();
-        filter.tools_list_changed = Some(true);
-        Some(filter)
-    }
-
-    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        use rmcp::service::SubscriptionSendError;
-        use tokio::sync::broadcast::error::RecvError;
-        // A stream that did not ask for tool changes only waits for its end.
-        if context.sink().accepted().tools_list_changed != Some(true) {
-            context.cancelled().await;
-            return Ok(());
-        }
-        let mut changes = self.tools.subscribe();
-        loop {
-            tokio::select! {
-                () = context.cancelled() => return Ok(()),
-                change = changes.recv() => match change {
-                    Ok(_) | Err(RecvError::Lagged(_)) => {
-                        match context.sink().notify_tool_list_changed().await {
-                            Ok(()) | Err(SubscriptionSendError::NotificationNotAccepted(_)) => {}
-                            Err(_) => return Ok(()),
-                        }
-                    }
-                    Err(RecvError::Closed) => {
-                        context.cancelled().await;
-                        return Ok(());
-                    }
-                },
-            }
-        }
-    }
-
-    async fn set_level(
-        &self,
-        request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
-        Ok(())
-    }
-
-    async fn get_task(
-        &self,
-        request: GetTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<GetTaskResult, McpError> {
-        let task = self
-            .served_tasks()?
-            .get(&request.task_id, tasks::owner(&context))?;
-        Ok(GetTaskResult::new(task))
-    }
-
-    async fn update_task(
-        &self,
-        request: UpdateTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.served_tasks()?
-            .update(&request.task_id, tasks::owner(&context))
-    }
-
-    async fn cancel_task(
-        &self,
-        request: CancelTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.served_tasks()?
-            .cancel(&request.task_id, tasks::owner(&context))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        self.call(request, CallContext::from(context)).await
-    }
 }
 
 /// What a `tools/call` takes from the request that carries it.
@@ -505,6 +300,7 @@ struct CallContext {
     notify: Notify,
     /// The request's HTTP head, for a call answered directly (rmcp keeps
     /// it in the session's context).
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
     http: Option<::http::request::Parts>,
     /// rmcp's context of the request; `None` for a call answered directly
     /// over HTTP ([`http::direct`]), whose client can be neither asked nor
@@ -537,6 +333,7 @@ impl CallContext {
 }
 
 /// Where a call's notifications go.
+#[derive(Clone)]
 enum Notify {
     /// To rmcp's peer of the request's session or stream.
     Peer(Peer<RoleServer>),
@@ -571,239 +368,6 @@ impl Notify {
 }
 
 impl McpServer {
-    /// Runs a `tools/call`, reporting it to the telemetry (if any).
-    async fn call(
-        &self,
-        request: CallToolRequestParams,
-        call: CallContext,
-    ) -> Result<CallToolResponse, McpError> {
-        #[cfg(feature = "otel")]
-        if let Some(telemetry) = &self.telemetry {
-            let started = std::time::Instant::now();
-            let origin = telemetry::origin(&call);
-            let name = request.name.to_string();
-            let served = self.tools.current().tool(&name).is_some();
-            let response = self.run_tool(request, call, Some(&origin)).await;
-            let error = telemetry::error_type(&response);
-            if let Some(request) = origin.server_request() {
-                let tool = served.then_some(name.as_str());
-                telemetry.record_operation(request, tool, error.as_deref(), started.elapsed());
-            }
-            return response;
-        }
-        self.run_tool(
-            request,
-            call,
-            #[cfg(feature = "otel")]
-            None,
-        )
-        .await
-    }
-}
-
-impl McpServer {
-    /// Runs a `tools/call`.
-    async fn run_tool(
-        &self,
-        mut request: CallToolRequestParams,
-        context: CallContext,
-        #[cfg(feature = "otel")] origin: Option<&CallOrigin>,
-    ) -> Result<CallToolResponse, McpError> {
-        let name = request.name.to_string();
-        let registry = self.tools.current();
-        let Some(info) = registry.tool(&name) else {
-            return Err(self.unknown_tool(&registry, &name));
-        };
-        let has_output_schema = info.descriptor.output_schema.is_some();
-        let _running = self.in_flight.start();
-        // Taken, not copied: the approval reads the request's name and state only.
-        let arguments = Value::Object(request.arguments.take().unwrap_or_default());
-        let permissions = self.permissions.load_full();
-        let approver = match permissions.permission_for(&name) {
-            Permission::Ask => match &context.session {
-                Some(session) => match approval::approver(&request, session, &arguments) {
-                    Ok(approver) => approver,
-                    Err(input_required) => return Ok((*input_required).into()),
-                },
-                None => None,
-            },
-            _ => None,
-        };
-        let call = ToolCall::new(
-            context.id.to_string(),
-            name.clone(),
-            Arguments::Value(arguments),
-        );
-
-        // Guest events reach the client in order, and none after the result:
-        // the forwarder ends when the runner (holding the sender) is dropped.
-        let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
-        let cancel = CancelToken::new();
-        let mut runner = Runner::new(self.tools.clone())
-            .pinned(registry.clone())
-            .permissions(permissions);
-        match approver {
-            Some(approver) => {
-                let approver: Arc<dyn Approver> = approver.into();
-                runner = runner.approver(move |request| {
-                    let approver = approver.clone();
-                    async move { approver.approve(request).await }
-                });
-            }
-            None => runner = runner.unapprovable(approval::NO_ELICITATION),
-        }
-        #[cfg(feature = "otel")]
-        if let (Some(telemetry), Some(origin)) = (&self.telemetry, origin) {
-            runner = runner.telemetry(telemetry.clone()).origin(origin.clone());
-        }
-        // The guest's events only: the call and its result are in hand here.
-        let runner = runner
-            .cancel_token(cancel.clone())
-            .on_guest_event(move |event| {
-                events.send(event).ok();
-            });
-        let (notify, ct) = (context.notify, context.ct.clone());
-        let progress_token = context.meta.get_progress_token();
-        let threshold = self.log_threshold(&context.meta);
-        // Set when the call becomes a task: its request is answered, so
-        // neither the request's cancellation nor its notifications apply
-        // any more (the extension cancels with `tasks/cancel`, and sends no
-        // progress for tasks).
-        let promoted: Arc<tasks::Promotion> = Arc::default();
-        let request_cancelled = {
-            let promoted = promoted.clone();
-            async move {
-                ct.cancelled().await;
-                if promoted.get().is_some() {
-                    std::future::pending::<()>().await;
-                }
-            }
-        };
-        let task_cancel = cancel.clone();
-        let run = async move {
-            let results = {
-                let run = runner.run([call]);
-                tokio::pin!(run);
-                tokio::select! {
-                    results = &mut run => results,
-                    () = request_cancelled => {
-                        cancel.cancel();
-                        run.await
-                    }
-                }
-            };
-            drop(runner);
-            results
-        };
-        let keep_alive = progress_token.as_ref().and(self.keep_alive);
-        let to_task = promoted.clone();
-        let forward = async move {
-            let mut progress = mapping::Progress::default();
-            let started = tokio::time::Instant::now();
-            let mut quiet_since = started;
-            loop {
-                let quiet = async {
-                    match keep_alive {
-                        Some(interval) => tokio::time::sleep_until(quiet_since + interval).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                let event = tokio::select! {
-                    event = received.recv() => match event {
-                        Some(event) => event,
-                        None => break,
-                    },
-                    () = quiet => {
-                        // The tool is quiet: say the call is alive.
-                        if let Some(token) = progress_token.as_ref().filter(|_| to_task.get().is_none()) {
-                            let mut param =
-                                ProgressNotificationParam::new(token.clone(), progress.next(None));
-                            let running = started.elapsed().as_secs();
-                            param.message = Some(format!("still running ({running} s)"));
-                            notify.progress(param).await;
-                        }
-                        quiet_since = tokio::time::Instant::now();
-                        continue;
-                    }
-                };
-                match event {
-                    AgentEvent::ToolProgress {
-                        message, fraction, ..
-                    } => {
-                        if to_task.report(&message) {
-                            continue;
-                        }
-                        let Some(token) = &progress_token else {
-                            continue;
-                        };
-                        let mut param =
-                            ProgressNotificationParam::new(token.clone(), progress.next(fraction));
-                        param.message = Some(message);
-                        param.total = fraction.map(|_| 1.0);
-                        notify.progress(param).await;
-                        quiet_since = tokio::time::Instant::now();
-                    }
-                    AgentEvent::ToolLog {
-                        level,
-                        message,
-                        tool,
-                        ..
-                    } => {
-                        let level = mapping::logging_level(level);
-                        if mapping::passes(level, threshold) && to_task.get().is_none() {
-                            let mut param =
-                                LoggingMessageNotificationParam::new(level, json!(message));
-                            param.logger = Some(tool);
-                            notify.log(param).await;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        };
-        // The client's trace context (`_meta.traceparent`, 2026-07-28) goes
-        // on the call's span, so the host's logs join the client's trace.
-        let span = tracing::info_span!(
-            "tools/call",
-            tool = %name,
-            traceparent = tracing::field::Empty,
-            tracestate = tracing::field::Empty,
-        );
-        if let Some(traceparent) = context.meta.get_traceparent() {
-            span.record("traceparent", traceparent);
-        }
-        if let Some(tracestate) = context.meta.get_tracestate() {
-            span.record("tracestate", tracestate);
-        }
-        let work = async move {
-            let (results, ()) = tokio::join!(run.instrument(span), forward);
-            let result = results
-                .into_iter()
-                .next()
-                .ok_or_else(|| McpError::internal_error("the call produced no result", None))?;
-            Ok(mapping::call_result(result, has_output_schema).into())
-        };
-        // Only a 2026-07-28 request that carries the extension in its own
-        // capabilities may get a task, whatever was declared before (at
-        // `initialize`, or on another request).
-        let task_client = context.session.as_ref().filter(|session| {
-            session
-                .protocol_version()
-                .is_some_and(|version| !version.has_initialize())
-                && session
-                    .meta
-                    .client_capabilities()
-                    .is_some_and(|capabilities| capabilities.supports_tasks())
-        });
-        match self.tasks.as_ref().zip(task_client) {
-            Some((tasks, session)) => {
-                let owner = tasks::owner(session);
-                tasks.run(work, task_cancel, owner, promoted).await
-            }
-            None => work.await,
-        }
-    }
-
     /// The tasks, for a `tasks/*` request (which rmcp only passes on when
     /// the server offers the extension).
     fn served_tasks(&self) -> Result<&tasks::Tasks, McpError> {

@@ -152,11 +152,12 @@ pub(crate) struct Tasks {
 
 #[derive(Default)]
 struct Store {
-    tasks: HashMap<String, Entry>,
+    tasks: HashMap<String, TaskRecord>,
     retained_bytes: usize,
 }
 
-struct Entry {
+/// A task the store keeps: whose it is, its state, and how to cancel it.
+struct TaskRecord {
     owner: Option<Owner>,
     created: Instant,
     task: Task,
@@ -305,7 +306,7 @@ impl Tasks {
             .with_status_message("The call is running.");
         store.tasks.insert(
             id,
-            Entry {
+            TaskRecord {
                 owner,
                 created: Instant::now(),
                 task: task.clone(),
@@ -438,7 +439,7 @@ impl Tasks {
         id: &str,
         owner: Option<Owner>,
         verb: &str,
-    ) -> Result<&'s mut Entry, McpError> {
+    ) -> Result<&'s mut TaskRecord, McpError> {
         match store.tasks.get_mut(id) {
             Some(entry) if entry.owner.is_none() || entry.owner == owner => Ok(entry),
             _ => Err(self.not_found(id, verb)),
@@ -499,7 +500,7 @@ impl Store {
             .min_by_key(|(_, entry)| entry.created)
             .map(|(id, _)| id.clone());
         let Some(id) = oldest else { return false };
-        if let Some(Entry {
+        if let Some(TaskRecord {
             state: State::Done(_, bytes),
             ..
         }) = self.tasks.remove(&id)

@@ -108,7 +108,7 @@ impl CallSpan for Traced {
             peak_memory: result.peak_memory_bytes,
             duration: result.duration,
             slot_wait: result.slot_wait,
-            net: result.net.clone(),
+            net: result.net,
             captured,
             timings: *timings,
         });

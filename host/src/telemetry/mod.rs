@@ -140,17 +140,17 @@ pub struct TelemetryBuilder {
 }
 
 impl TelemetryBuilder {
-    /// Makes spans with a tracer of `provider` (scope `toolcage`). Default:
-    /// no spans.
-    pub fn tracer_provider(mut self, provider: &SdkTracerProvider) -> Self {
-        self.tracer_provider = Some(provider.clone());
+    /// Makes spans with a tracer of `provider`; public as
+    /// [`SdkProviders::tracer_provider`](crate::integration::otel::SdkProviders::tracer_provider).
+    pub(crate) fn with_tracer_provider(mut self, provider: SdkTracerProvider) -> Self {
+        self.tracer_provider = Some(provider);
         self
     }
 
-    /// Records metrics with a meter of `provider` (scope `toolcage`).
-    /// Default: no metrics.
-    pub fn meter_provider(mut self, provider: &SdkMeterProvider) -> Self {
-        self.meter_provider = Some(provider.clone());
+    /// Records metrics with a meter of `provider`; public as
+    /// [`SdkProviders::meter_provider`](crate::integration::otel::SdkProviders::meter_provider).
+    pub(crate) fn with_meter_provider(mut self, provider: SdkMeterProvider) -> Self {
+        self.meter_provider = Some(provider);
         self
     }
 

@@ -93,20 +93,7 @@ pub async fn pull(
     update: bool,
 ) -> anyhow::Result<ExitCode> {
     let all = texts.is_empty();
-    let references: Vec<Reference> = if all {
-        settings
-            .tools
-            .iter()
-            .filter_map(|t| t.reference().cloned())
-            .collect()
-    } else {
-        texts.iter().map(|t| parse(t)).collect::<Result<_, _>>()?
-    };
-    if references.is_empty() {
-        bail!(
-            "nothing to pull: name references (oci://REGISTRY/REPO:TAG), or list them in the config's `tools` or --tools"
-        );
-    }
+    let references = references_to_pull(settings, texts)?;
     let pulled = settings.pulled()?;
     let lock_path = pulled.lock_path().to_path_buf();
     let old = Lockfile::read(&lock_path)?;
@@ -165,21 +152,7 @@ pub async fn pull(
         return Ok(ExitCode::SUCCESS);
     }
     if locked {
-        let same = |a: &LockEntry, b: &LockEntry| {
-            (&a.digest, &a.component, &a.signature) == (&b.digest, &b.component, &b.signature)
-        };
-        let changed: Vec<String> = new
-            .entries
-            .iter()
-            .filter(|e| !old.get(&e.reference).is_some_and(|o| same(o, e)))
-            .map(|e| format!("{} → {}", e.reference, e.digest))
-            .chain(
-                old.entries
-                    .iter()
-                    .filter(|e| new.get(&e.reference).is_none())
-                    .map(|e| format!("{} removed", e.reference)),
-            )
-            .collect();
+        let changed = lock_changes(&old, &new);
         say(&format!(
             "--locked: {} would change ({}); run `toolcage pull` without --locked and commit the lock",
             lock_path.display(),
@@ -189,6 +162,46 @@ pub async fn pull(
     }
     new.write(&lock_path)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The references `toolcage pull` pulls: those named, or else those the
+/// config and `--tools` list.
+fn references_to_pull(settings: &Settings, texts: &[String]) -> anyhow::Result<Vec<Reference>> {
+    let references: Vec<Reference> = if texts.is_empty() {
+        settings
+            .tools
+            .iter()
+            .filter_map(|t| t.reference().cloned())
+            .collect()
+    } else {
+        texts.iter().map(|t| parse(t)).collect::<Result<_, _>>()?
+    };
+    if references.is_empty() {
+        bail!(
+            "nothing to pull: name references (oci://REGISTRY/REPO:TAG), or list them in the config's `tools` or --tools"
+        );
+    }
+    Ok(references)
+}
+
+/// What differs between the `old` lock and the `new` one, for `--locked`:
+/// `REFERENCE → DIGEST` for each entry added or changed, `REFERENCE
+/// removed` for each gone.
+fn lock_changes(old: &Lockfile, new: &Lockfile) -> Vec<String> {
+    let same = |a: &LockEntry, b: &LockEntry| {
+        (&a.digest, &a.component, &a.signature) == (&b.digest, &b.component, &b.signature)
+    };
+    new.entries
+        .iter()
+        .filter(|e| !old.get(&e.reference).is_some_and(|o| same(o, e)))
+        .map(|e| format!("{} → {}", e.reference, e.digest))
+        .chain(
+            old.entries
+                .iter()
+                .filter(|e| new.get(&e.reference).is_none())
+                .map(|e| format!("{} removed", e.reference)),
+        )
+        .collect()
 }
 
 /// `toolcage push`: checks the component loads, then publishes it.

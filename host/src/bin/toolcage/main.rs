@@ -142,111 +142,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print::list(&registry, global.json)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Inspect { tool } => {
-            let registry = settings.registry().await?;
-            let Some(info) = registry.tool(tool) else {
-                bail!(
-                    "no tool named `{tool}`; available: {}",
-                    print::names(&registry)
-                );
-            };
-            print::inspect(info, global.json)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Inspect { tool } => inspect(&settings, tool, global.json).await,
         Command::Definitions { format } => {
             let registry = settings.registry().await?;
             print::pretty_json(&toolcage::agent::definitions(&registry, *format))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Serve {
-            http,
-            token_file,
-            stateless,
-            max_body_kib,
-            allow_hosts,
-            http_limits,
-            max_concurrent_calls,
-            watch,
-            poll_ms,
-            keep_alive_ms,
-            task_after_ms,
-            task_ttl_s,
-            task_route,
-            no_tasks,
-            metrics,
-            metrics_addr,
-        } => {
-            if *metrics && http.is_none() && metrics_addr.is_none() {
-                bail!(
-                    "--metrics serves /metrics beside /mcp: use it with --http, or give --metrics-addr"
-                );
-            }
-            let telemetry = start_telemetry(*metrics || metrics_addr.is_some())?;
-            let mut runtime = Runtime::builder();
-            if let Some(calls) = max_concurrent_calls {
-                if *calls == 0 {
-                    bail!("--max-concurrent-calls must be greater than 0");
-                }
-                runtime = runtime.max_concurrent_calls(*calls);
-            }
-            let watch = match (watch, positive(*poll_ms, "--poll-ms")?) {
-                (_, Some(ms)) => Some(WatchOptions::default().poll(Duration::from_millis(ms))),
-                (true, None) => Some(WatchOptions::default()),
-                (false, None) => None,
-            };
-            // SIGHUP is taken over before loading, which can take a while:
-            // by default it would end the process.
-            let hangups = Some(serve::hangups()?);
-            let runtime = runtime_with(runtime)?;
-            let registry = settings.live_registry_on(&runtime).await?;
-            if let Some(telemetry) = &telemetry {
-                telemetry.observe_runtime(&runtime);
-                telemetry.observe_reloads(&registry);
-            }
-            let serve = serve::Serve {
-                hangups,
-                http: http.clone(),
-                token_file: token_file.clone(),
-                stateless: *stateless,
-                max_body_bytes: bytes(max_body_kib.map(|k| k.max(1)), 10, "--max-body-kib")?,
-                allow_hosts: allow_hosts.clone(),
-                http_limits: (**http_limits).clone(),
-                watch,
-                config_file: config_path(global),
-                keep_alive_ms: *keep_alive_ms,
-                tasks: match no_tasks {
-                    true => None,
-                    false => Some(task_options(*task_after_ms, *task_ttl_s, task_route)?),
-                },
-                telemetry: telemetry.clone(),
-                metrics: *metrics,
-                metrics_addr: metrics_addr.clone(),
-            };
-            let served = serve.run(registry, settings.config.clone()).await;
-            stop_telemetry(telemetry);
-            served?;
-            Ok(ExitCode::SUCCESS)
-        }
+        command @ Command::Serve { .. } => serve(&settings, global, command).await,
         Command::RunCalls { file, format } => {
-            let telemetry = start_telemetry(false)?;
-            let registry = settings.registry().await?;
-            let permissions = settings.config.permissions.clone();
-            let ran = batch::run_calls(
-                registry,
-                permissions,
-                telemetry.clone(),
-                file.as_deref(),
-                format,
-                global.json,
-            )
-            .await;
-            stop_telemetry(telemetry);
-            let all_ok = ran?;
-            Ok(if all_ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            run_calls(&settings, global, file.as_deref(), format).await
         }
         Command::Call {
             tool,
@@ -255,30 +159,160 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             check_permissions,
         } => {
             let arguments = call_arguments(args.as_deref(), pairs)?;
-            let telemetry = start_telemetry(false)?;
-            let registry = settings.registry().await?;
-            // The operator's own call, unless asked to check the rules.
-            let permissions = match check_permissions {
-                true => settings.config.permissions.clone(),
-                false => Permissions::allow_all(),
-            };
-            let mut runner = Runner::new(Arc::new(registry))
-                .permissions(permissions)
-                .unapprovable("`toolcage call` has no one to ask");
-            if let Some(telemetry) = &telemetry {
-                runner = runner.telemetry(telemetry.clone());
-            }
-            let call = ToolCall::new("call-1", tool.clone(), arguments);
-            let result = runner.run([call]).await.remove(0);
-            stop_telemetry(telemetry);
-            print::call_result(&result, global.json)?;
-            Ok(if result.is_error {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            })
+            call(&settings, global, tool, arguments, *check_permissions).await
         }
     }
+}
+
+/// `toolcage inspect TOOL`.
+async fn inspect(settings: &Settings, tool: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let registry = settings.registry().await?;
+    let Some(info) = registry.tool(tool) else {
+        bail!(
+            "no tool named `{tool}`; available: {}",
+            print::names(&registry)
+        );
+    };
+    print::inspect(info, json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolcage serve`: the flags checked and gathered into a [`serve::Serve`],
+/// the telemetry and the runtime started, then the server run until it stops.
+async fn serve(
+    settings: &Settings,
+    global: &GlobalArgs,
+    command: &Command,
+) -> anyhow::Result<ExitCode> {
+    let Command::Serve {
+        http,
+        token_file,
+        stateless,
+        max_body_kib,
+        allow_hosts,
+        http_limits,
+        max_concurrent_calls,
+        watch,
+        poll_ms,
+        keep_alive_ms,
+        task_after_ms,
+        task_ttl_s,
+        task_route,
+        no_tasks,
+        metrics,
+        metrics_addr,
+    } = command
+    else {
+        unreachable!("called for `serve` only")
+    };
+    if *metrics && http.is_none() && metrics_addr.is_none() {
+        bail!("--metrics serves /metrics beside /mcp: use it with --http, or give --metrics-addr");
+    }
+    let telemetry = start_telemetry(*metrics || metrics_addr.is_some())?;
+    let mut runtime = Runtime::builder();
+    if let Some(calls) = max_concurrent_calls {
+        if *calls == 0 {
+            bail!("--max-concurrent-calls must be greater than 0");
+        }
+        runtime = runtime.max_concurrent_calls(*calls);
+    }
+    let watch = match (watch, positive(*poll_ms, "--poll-ms")?) {
+        (_, Some(ms)) => Some(WatchOptions::default().poll(Duration::from_millis(ms))),
+        (true, None) => Some(WatchOptions::default()),
+        (false, None) => None,
+    };
+    // SIGHUP is taken over before loading, which can take a while:
+    // by default it would end the process.
+    let hangups = Some(serve::hangups()?);
+    let runtime = runtime_with(runtime)?;
+    let registry = settings.live_registry_on(&runtime).await?;
+    if let Some(telemetry) = &telemetry {
+        telemetry.observe_runtime(&runtime);
+        telemetry.observe_reloads(&registry);
+    }
+    let serve = serve::Serve {
+        hangups,
+        http: http.clone(),
+        token_file: token_file.clone(),
+        stateless: *stateless,
+        max_body_bytes: bytes(max_body_kib.map(|k| k.max(1)), 10, "--max-body-kib")?,
+        allow_hosts: allow_hosts.clone(),
+        http_limits: (**http_limits).clone(),
+        watch,
+        config_file: config_path(global),
+        keep_alive_ms: *keep_alive_ms,
+        tasks: match no_tasks {
+            true => None,
+            false => Some(task_options(*task_after_ms, *task_ttl_s, task_route)?),
+        },
+        telemetry: telemetry.clone(),
+        metrics: *metrics,
+        metrics_addr: metrics_addr.clone(),
+    };
+    let served = serve.run(registry, settings.config.clone()).await;
+    stop_telemetry(telemetry);
+    served?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolcage run-calls`: exit 1 unless every call succeeded.
+async fn run_calls(
+    settings: &Settings,
+    global: &GlobalArgs,
+    file: Option<&std::path::Path>,
+    format: &str,
+) -> anyhow::Result<ExitCode> {
+    let telemetry = start_telemetry(false)?;
+    let registry = settings.registry().await?;
+    let permissions = settings.config.permissions.clone();
+    let ran = batch::run_calls(
+        registry,
+        permissions,
+        telemetry.clone(),
+        file,
+        format,
+        global.json,
+    )
+    .await;
+    stop_telemetry(telemetry);
+    let all_ok = ran?;
+    Ok(if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `toolcage call TOOL`: the operator's own call, exit 1 if it failed.
+async fn call(
+    settings: &Settings,
+    global: &GlobalArgs,
+    tool: &str,
+    arguments: String,
+    check_permissions: bool,
+) -> anyhow::Result<ExitCode> {
+    let telemetry = start_telemetry(false)?;
+    let registry = settings.registry().await?;
+    // The operator's own call, unless asked to check the rules.
+    let permissions = match check_permissions {
+        true => settings.config.permissions.clone(),
+        false => Permissions::allow_all(),
+    };
+    let mut runner = Runner::new(Arc::new(registry))
+        .permissions(permissions)
+        .unapprovable("`toolcage call` has no one to ask");
+    if let Some(telemetry) = &telemetry {
+        runner = runner.telemetry(telemetry.clone());
+    }
+    let call = ToolCall::new("call-1", tool, arguments);
+    let result = runner.run([call]).await.remove(0);
+    stop_telemetry(telemetry);
+    print::call_result(&result, global.json)?;
+    Ok(if result.is_error {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// The configuration file with the command line layered over it.

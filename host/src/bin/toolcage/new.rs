@@ -83,6 +83,45 @@ pub fn run(name: &str, lang: Lang, parent: &Path) -> anyhow::Result<()> {
     if root.exists() {
         bail!("{} already exists", root.display());
     }
+    let Project {
+        files,
+        build,
+        tools_dir,
+    } = project(name, lang);
+    // The component file's name (Cargo writes `-` as `_`).
+    let file = name.replace('-', "_");
+    for (path, content) in &files {
+        write(&root.join(path), content)?;
+    }
+    if root.join("build.sh").exists() {
+        make_executable(&root.join("build.sh"))?;
+    }
+    let language = match lang {
+        Lang::Rust => "Rust",
+        Lang::Python => "Python",
+        Lang::Js => "JavaScript",
+    };
+    println!("created {name}/, a {language} tool project");
+    println!("build it: {build}");
+    println!("call it:  toolcage --tools {tools_dir} call {name} '{{\"text\": \"a b a\"}}'");
+    println!(
+        "settings: it reads default_top (the `top` of a call that gives none) from [components.{file}.config] in toolcage.toml"
+    );
+    Ok(())
+}
+
+/// What `toolcage new` writes, and how to build the result.
+struct Project {
+    /// Each file's path in the project, and its text.
+    files: Vec<(&'static str, String)>,
+    /// The command that builds the component.
+    build: String,
+    /// Where the built component lands (a `--tools` directory).
+    tools_dir: String,
+}
+
+/// The project of tool `name` in `lang`: the templates filled in.
+fn project(name: &str, lang: Lang) -> Project {
     // The component file's name (Cargo writes `-` as `_`), and the Python
     // function's.
     let file = name.replace('-', "_");
@@ -93,7 +132,7 @@ pub fn run(name: &str, lang: Lang, parent: &Path) -> anyhow::Result<()> {
             .replace("{file}", &file)
             .replace("{function}", &file)
     };
-    let mut files: Vec<(&str, String)> = vec![
+    let mut files: Vec<(&'static str, String)> = vec![
         ("wit/toolcage.wit", WIT.to_string()),
         (
             ".gitignore",
@@ -164,24 +203,11 @@ pub fn run(name: &str, lang: Lang, parent: &Path) -> anyhow::Result<()> {
             (format!("{name}/build.sh"), format!("{name}/build"))
         }
     };
-    for (path, content) in &files {
-        write(&root.join(path), content)?;
+    Project {
+        files,
+        build,
+        tools_dir,
     }
-    if root.join("build.sh").exists() {
-        make_executable(&root.join("build.sh"))?;
-    }
-    let language = match lang {
-        Lang::Rust => "Rust",
-        Lang::Python => "Python",
-        Lang::Js => "JavaScript",
-    };
-    println!("created {name}/, a {language} tool project");
-    println!("build it: {build}");
-    println!("call it:  toolcage --tools {tools_dir} call {name} '{{\"text\": \"a b a\"}}'");
-    println!(
-        "settings: it reads default_top (the `top` of a call that gives none) from [components.{file}.config] in toolcage.toml"
-    );
-    Ok(())
 }
 
 fn write(path: &PathBuf, content: &str) -> anyhow::Result<()> {

@@ -9,9 +9,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use tokio::signal::unix::{Signal, SignalKind, signal};
-use tokio_util::sync::CancellationToken;
-use toolcage::mcp::McpServer;
 use toolcage::mcp::http::HttpOptions;
+use toolcage::mcp::{Listener, McpServer, Shutdown};
 use toolcage::telemetry::Telemetry;
 use toolcage::{Config, LiveRegistry, ReloadReport, WatchOptions};
 
@@ -70,7 +69,7 @@ impl Serve {
                 file,
             ));
         }
-        let shutdown = CancellationToken::new();
+        let shutdown = Shutdown::new();
         // Taken over now, before anything says the server is up.
         let stops = (
             signal(SignalKind::terminate())?,
@@ -78,22 +77,7 @@ impl Serve {
         );
         tokio::spawn(stop_on_signals(stops, shutdown.clone()));
         if let (Some(addr), Some(telemetry)) = (&self.metrics_addr, &self.telemetry) {
-            let addr = parse_addr(addr, "--metrics-addr")?;
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen on {addr}"))?;
-            say(&format!(
-                "serving metrics at http://{}/metrics",
-                listener.local_addr()?
-            ));
-            let (telemetry, shutdown) = (telemetry.clone(), shutdown.clone());
-            tokio::spawn(async move {
-                if let Err(e) =
-                    toolcage::mcp::http::serve_metrics(listener, telemetry, shutdown).await
-                {
-                    say(&format!("the metrics listener stopped: {e}"));
-                }
-            });
+            spawn_metrics_listener(addr, telemetry.clone(), shutdown.clone()).await?;
         }
         let Some(addr) = &self.http else {
             if self.token_file.is_some()
@@ -136,7 +120,7 @@ impl Serve {
         for token in tokens {
             options = options.token(token);
         }
-        let listener = tokio::net::TcpListener::bind(addr)
+        let listener = Listener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
         let bound = listener.local_addr()?;
@@ -174,6 +158,29 @@ impl Serve {
         }
         Ok(tokens)
     }
+}
+
+/// Starts serving `telemetry`'s metrics on `addr` (`--metrics-addr`) until
+/// `shutdown`, saying where.
+async fn spawn_metrics_listener(
+    addr: &str,
+    telemetry: Telemetry,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let addr = parse_addr(addr, "--metrics-addr")?;
+    let listener = Listener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    say(&format!(
+        "serving metrics at http://{}/metrics",
+        listener.local_addr()?
+    ));
+    tokio::spawn(async move {
+        if let Err(e) = toolcage::mcp::http::serve_metrics(listener, telemetry, shutdown).await {
+            say(&format!("the metrics listener stopped: {e}"));
+        }
+    });
+    Ok(())
 }
 
 /// `options` with the limits the flags set: each flag sets the option of
@@ -343,13 +350,13 @@ fn reread_secrets(registry: &LiveRegistry, running: &Config, new: &Config) {
     registry.current().secrets().replace(secrets);
 }
 
-/// Cancels `shutdown` on SIGTERM or SIGINT.
-async fn stop_on_signals((mut term, mut int): (Signal, Signal), shutdown: CancellationToken) {
+/// Triggers `shutdown` on SIGTERM or SIGINT.
+async fn stop_on_signals((mut term, mut int): (Signal, Signal), shutdown: Shutdown) {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
     }
-    shutdown.cancel();
+    shutdown.trigger();
     say("stopping: finishing the calls in flight");
 }
 

@@ -312,7 +312,7 @@ impl Client {
         &self,
         reference: &Reference,
         what: &'static str,
-        layer: &super::layout::Descriptor,
+        layer: &super::layout::BlobDescriptor,
     ) -> Result<Vec<u8>, OciError> {
         let credentials = self.credentials(reference.registry());
         let time = REQUEST_TIME + Duration::from_secs(layer.size >> 20);
@@ -374,7 +374,7 @@ impl Client {
         let manifest = Manifest::parse(&signatures, &manifest_bytes)?;
         let mut layers = Vec::new();
         for (payload_digest, signature) in signature_layers(&manifest) {
-            let descriptor = super::layout::Descriptor {
+            let descriptor = super::layout::BlobDescriptor {
                 media_type: super::signature::PAYLOAD_MEDIA_TYPE.into(),
                 digest: payload_digest.to_string(),
                 size: manifest

@@ -30,6 +30,7 @@ use p256::pkcs8::{DecodePrivateKey as _, EncodePrivateKey as _};
 use zeroize::Zeroizing;
 
 use super::SigningKey;
+use super::signature::PemError;
 
 /// The PEM label cosign 2.x writes.
 pub const SIGSTORE_KEY_LABEL: &str = "ENCRYPTED SIGSTORE PRIVATE KEY";
@@ -97,6 +98,9 @@ pub enum KeyProblem {
     /// Not a PEM key toolcage reads, or a damaged one.
     #[error("{0}")]
     Malformed(String),
+    /// An unencrypted PEM key toolcage does not read.
+    #[error(transparent)]
+    Pem(#[from] PemError),
 }
 
 /// A cosign encrypted key's envelope (go-securesystemslib's `encrypted`).
@@ -166,7 +170,7 @@ impl SigningKey {
         };
         let pem = Zeroizing::new(std::fs::read_to_string(path).map_err(|e| fail(e.into()))?);
         if !is_encrypted(&pem) {
-            return SigningKey::from_pem(&pem).map_err(|e| fail(KeyProblem::Malformed(e)));
+            return SigningKey::from_pem(&pem).map_err(|e| fail(e.into()));
         }
         let password = password().map_err(|e| fail(KeyProblem::NoPassword(e)))?;
         SigningKey::from_encrypted_pem(&pem, password.as_bytes()).map_err(fail)

@@ -30,9 +30,10 @@ pub(crate) const ACCEPTED_MANIFESTS: &[&str] = &[
     "application/vnd.docker.distribution.manifest.list.v2+json",
 ];
 
-/// An OCI content descriptor.
+/// An OCI content descriptor: a blob's media type, digest and size (not a
+/// tool's [`Descriptor`](crate::Descriptor)).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Descriptor {
+pub(crate) struct BlobDescriptor {
     #[serde(rename = "mediaType")]
     pub media_type: String,
     pub digest: String,
@@ -41,9 +42,9 @@ pub(crate) struct Descriptor {
     pub annotations: BTreeMap<String, String>,
 }
 
-impl Descriptor {
-    pub fn of(media_type: &str, bytes: &[u8]) -> Descriptor {
-        Descriptor {
+impl BlobDescriptor {
+    pub fn of(media_type: &str, bytes: &[u8]) -> BlobDescriptor {
+        BlobDescriptor {
             media_type: media_type.to_string(),
             digest: Digest::of(bytes).to_string(),
             size: bytes.len() as u64,
@@ -66,9 +67,9 @@ pub(crate) struct Manifest {
     )]
     pub artifact_type: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<Descriptor>,
+    pub config: Option<BlobDescriptor>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub layers: Vec<Descriptor>,
+    pub layers: Vec<BlobDescriptor>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifests: Option<Vec<serde_json::Value>>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -89,7 +90,7 @@ impl Manifest {
 
     /// The component layer of a Wasm component artifact, or what was found
     /// instead.
-    pub fn component_layer(&self, reference: &Reference) -> Result<&Descriptor, OciError> {
+    pub fn component_layer(&self, reference: &Reference) -> Result<&BlobDescriptor, OciError> {
         let refuse = |reason: String| OciError::Layout {
             reference: reference.to_string(),
             reason,
@@ -135,7 +136,7 @@ pub(crate) fn component_artifact(
     mut annotations: BTreeMap<String, String>,
     created: &str,
 ) -> (Vec<u8>, Vec<u8>) {
-    let layer = Descriptor::of(LAYER_MEDIA_TYPE, component);
+    let layer = BlobDescriptor::of(LAYER_MEDIA_TYPE, component);
     let config = serde_json::json!({
         "created": created,
         "architecture": "wasm",
@@ -150,7 +151,7 @@ pub(crate) fn component_artifact(
         schema_version: 2,
         media_type: Some(MANIFEST_MEDIA_TYPE.into()),
         artifact_type: Some(CONFIG_MEDIA_TYPE.into()),
-        config: Some(Descriptor::of(CONFIG_MEDIA_TYPE, &config)),
+        config: Some(BlobDescriptor::of(CONFIG_MEDIA_TYPE, &config)),
         layers: vec![layer],
         manifests: None,
         annotations,

@@ -59,8 +59,10 @@ pub use lock::{LOCK_FILE_NAME, LockEntry, Lockfile};
 pub use pulled::{Pulled, Verified};
 #[cfg(feature = "oci")]
 pub use read::{MAX_ERROR_BYTES, MAX_MANIFEST_BYTES, MAX_TOKEN_BYTES};
-pub use reference::{Digest, Reference};
-pub use signature::{PublicKey, SigningKey, payload as simple_signing_payload};
+pub use reference::{Digest, DigestError, Reference};
+pub use signature::{
+    KeyDecodeError, PemError, PublicKey, SigningKey, payload as simple_signing_payload,
+};
 pub use store::Store;
 pub use trust::{TrustKey, TrustPolicy};
 

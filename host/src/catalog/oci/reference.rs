@@ -35,22 +35,34 @@ impl Digest {
     }
 }
 
-impl FromStr for Digest {
-    type Err = String;
+/// Why a text is not a [`Digest`]; each variant holds the text refused
+/// (or its algorithm).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DigestError {
+    /// No `algorithm:` before the hex digits.
+    #[error("`{0}` is not a digest (sha256:<64 hex digits>)")]
+    NoAlgorithm(String),
+    /// An algorithm other than sha256.
+    #[error("the digest algorithm `{0}` is not supported; use sha256")]
+    Algorithm(String),
+    /// Not 64 lower-case hex digits after `sha256:`.
+    #[error("`{0}` is not a digest (sha256: and 64 lower-case hex digits)")]
+    Hex(String),
+}
 
-    fn from_str(text: &str) -> Result<Self, String> {
+impl FromStr for Digest {
+    type Err = DigestError;
+
+    fn from_str(text: &str) -> Result<Self, DigestError> {
         let Some((algorithm, hex)) = text.split_once(':') else {
-            return Err(format!("`{text}` is not a digest (sha256:<64 hex digits>)"));
+            return Err(DigestError::NoAlgorithm(text.to_string()));
         };
         if algorithm != "sha256" {
-            return Err(format!(
-                "the digest algorithm `{algorithm}` is not supported; use sha256"
-            ));
+            return Err(DigestError::Algorithm(algorithm.to_string()));
         }
         if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-            return Err(format!(
-                "`{text}` is not a digest (sha256: and 64 lower-case hex digits)"
-            ));
+            return Err(DigestError::Hex(text.to_string()));
         }
         Ok(Digest(text.to_string()))
     }
@@ -206,7 +218,11 @@ impl FromStr for Reference {
         let (name, digest) = match path.split_once('@') {
             Some((name, digest)) => (
                 name,
-                Some(digest.parse::<Digest>().map_err(|e| refuse(&e))?),
+                Some(
+                    digest
+                        .parse::<Digest>()
+                        .map_err(|e| refuse(&e.to_string()))?,
+                ),
             ),
             None => (path, None),
         };

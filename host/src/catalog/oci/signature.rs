@@ -13,7 +13,7 @@ use base64::Engine as _;
 use p256::ecdsa::signature::{Signer as _, Verifier as _};
 use p256::pkcs8::{DecodePrivateKey as _, DecodePublicKey as _, EncodePublicKey as _};
 
-use super::layout::{Descriptor, MANIFEST_MEDIA_TYPE, Manifest};
+use super::layout::{BlobDescriptor, MANIFEST_MEDIA_TYPE, Manifest};
 use super::{Digest, OciError, Reference};
 
 /// The media type of a simple-signing payload layer.
@@ -42,20 +42,21 @@ impl std::fmt::Debug for PublicKey {
 
 impl PublicKey {
     /// Parses a PEM public key.
-    pub fn from_pem(pem: &str) -> Result<PublicKey, String> {
+    pub fn from_pem(pem: &str) -> Result<PublicKey, PemError> {
         let key = p256::ecdsa::VerifyingKey::from_public_key_pem(pem.trim())
-            .map_err(|e| format!("not a PEM ECDSA P-256 public key (cosign.pub's format): {e}"))?;
+            .map_err(|e| PemError::NotPublicKey(KeyDecodeError(e)))?;
         Ok(PublicKey::from_key(key))
     }
 
     /// Reads a PEM public key file.
     pub fn from_file(path: &Path) -> Result<PublicKey, OciError> {
+        // OciError is `Clone` and `Eq`, which neither cause is: its text is kept.
         let refuse = |reason: String| OciError::Key {
             path: path.to_path_buf(),
             reason,
         };
         let pem = std::fs::read_to_string(path).map_err(|e| refuse(e.to_string()))?;
-        PublicKey::from_pem(&pem).map_err(refuse)
+        PublicKey::from_pem(&pem).map_err(|e| refuse(e.to_string()))
     }
 
     fn from_key(key: p256::ecdsa::VerifyingKey) -> PublicKey {
@@ -93,6 +94,32 @@ impl PublicKey {
     }
 }
 
+/// Why a PEM text is not a key toolcage reads.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PemError {
+    /// Not an ECDSA P-256 `SubjectPublicKeyInfo` (cosign.pub's format).
+    #[error("not a PEM ECDSA P-256 public key (cosign.pub's format): {0}")]
+    NotPublicKey(#[source] KeyDecodeError),
+    /// Not an unencrypted PKCS#8 or SEC1 ECDSA P-256 private key.
+    #[error("not a PEM PKCS#8 or SEC1 ECDSA P-256 private key")]
+    NotPrivateKey,
+    /// cosign's encrypted key, given where its password cannot be asked
+    /// ([`SigningKey::open`] asks for it).
+    #[error("an encrypted cosign key: it needs its password")]
+    EncryptedCosignKey,
+    /// An encrypted PEM key of another format, which toolcage does not read.
+    #[error(
+        "an encrypted PEM key other than cosign's is not read; give cosign's key, or an unencrypted PKCS#8 or SEC1 PEM P-256 key"
+    )]
+    EncryptedOther,
+}
+
+/// Why a public key's PEM does not decode (see [`PemError::NotPublicKey`]).
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct KeyDecodeError(p256::pkcs8::spki::Error);
+
 /// A private key that `toolcage sign` signs with, ECDSA P-256: cosign's
 /// encrypted `cosign.key` ([`SigningKey::open`]), or PEM PKCS#8 (`PRIVATE
 /// KEY`) or SEC1 (`EC PRIVATE KEY`), unencrypted.
@@ -113,20 +140,20 @@ impl SigningKey {
 
     /// Parses an unencrypted PEM private key (cosign's encrypted ones open
     /// with [`SigningKey::from_encrypted_pem`] or [`SigningKey::open`]).
-    pub fn from_pem(pem: &str) -> Result<SigningKey, String> {
+    pub fn from_pem(pem: &str) -> Result<SigningKey, PemError> {
         let pem = pem.trim();
         if super::keyfile::is_encrypted(pem) {
-            return Err("an encrypted cosign key: it needs its password".into());
+            return Err(PemError::EncryptedCosignKey);
         }
         if pem.contains("ENCRYPTED") {
-            return Err("an encrypted PEM key other than cosign's is not read; give cosign's key, or an unencrypted PKCS#8 or SEC1 PEM P-256 key".into());
+            return Err(PemError::EncryptedOther);
         }
         if let Ok(key) = p256::ecdsa::SigningKey::from_pkcs8_pem(pem) {
             return Ok(SigningKey { key });
         }
         p256::SecretKey::from_sec1_pem(pem)
             .map(|secret| SigningKey { key: secret.into() })
-            .map_err(|_| "not a PEM PKCS#8 or SEC1 ECDSA P-256 private key".into())
+            .map_err(|_| PemError::NotPrivateKey)
     }
 
     /// Reads an unencrypted PEM private key file; an encrypted one is
@@ -248,13 +275,13 @@ pub(crate) fn signature_manifest(
     payload: &[u8],
     signature: &str,
 ) -> (Vec<u8>, Vec<u8>) {
-    let mut layer = Descriptor::of(PAYLOAD_MEDIA_TYPE, payload);
+    let mut layer = BlobDescriptor::of(PAYLOAD_MEDIA_TYPE, payload);
     layer
         .annotations
         .insert(SIGNATURE_ANNOTATION.into(), signature.into());
     // Other signers sign the same payload: only this very signature is
     // replaced, never theirs.
-    let mut layers: Vec<Descriptor> = existing
+    let mut layers: Vec<BlobDescriptor> = existing
         .map(|m| m.layers)
         .unwrap_or_default()
         .into_iter()
@@ -275,7 +302,7 @@ pub(crate) fn signature_manifest(
         schema_version: 2,
         media_type: Some(MANIFEST_MEDIA_TYPE.into()),
         artifact_type: None,
-        config: Some(Descriptor::of(SIGNATURE_CONFIG_MEDIA_TYPE, &config)),
+        config: Some(BlobDescriptor::of(SIGNATURE_CONFIG_MEDIA_TYPE, &config)),
         layers,
         manifests: None,
         annotations: BTreeMap::new(),

@@ -23,7 +23,7 @@
 //!   the time it takes, idle connections, and the wait for a body.
 //! - A refusal never resets the connection under a client still sending
 //!   its body, which a proxy would report as its upstream failing
-//!   ([`refusal`]: the body is discarded behind the answer, within bounds).
+//!   ([`unread_body`]: the body is discarded behind the answer, within bounds).
 //! - Stateless mode keeps no session between requests, so replicas behind a
 //!   load balancer need no sticky sessions. A plain `tools/call` is then
 //!   answered without rmcp's per-request service (`direct.rs`), after the
@@ -50,8 +50,9 @@ use tokio_util::sync::CancellationToken;
 use futures::StreamExt;
 
 use super::cores::Cores;
+use super::handler::Handler;
 use super::tasks::Owner;
-use super::{InFlight, McpServer};
+use super::{InFlight, Listener, McpServer, ServeError, Shutdown};
 #[cfg(feature = "otel")]
 use crate::telemetry::Telemetry;
 
@@ -59,16 +60,16 @@ mod direct;
 pub mod drain;
 mod edge;
 pub mod limits;
-pub mod refusal;
 pub mod sessions;
+pub mod unread_body;
 
 pub use drain::{IDLE_GRACE, STRAGGLER_GRACE};
 pub use limits::{
     DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_UNPROVEN_CONNECTIONS,
 };
-pub use refusal::{DISCARD_MAX_BYTES, DISCARD_MAX_TIME};
 pub use sessions::DEFAULT_MAX_SESSIONS_PER_TOKEN;
+pub use unread_body::{DISCARD_MAX_BYTES, DISCARD_MAX_TIME};
 
 /// How long, once no call is running, the last results have to be sent
 /// before the streams are closed at shutdown.
@@ -267,12 +268,9 @@ impl HttpOptions {
 
 impl McpServer {
     /// The HTTP application for a server reached at `addr`: `/mcp` and
-    /// `/healthz`. `shutdown` ends its sessions and streams when cancelled.
-    /// The limits on connections ([`limits`]: their number, head size and
-    /// time, idle time) are kept by [`Self::serve_http`], which takes the
-    /// connections; the application keeps the rest (the body timeout, the
-    /// session cap).
-    pub fn router(
+    /// `/healthz`, for [`crate::integration::axum::router`]. `shutdown`
+    /// ends its sessions and streams when cancelled.
+    pub(crate) fn router(
         &self,
         addr: SocketAddr,
         options: &HttpOptions,
@@ -321,7 +319,7 @@ impl McpServer {
         let server = self.clone();
         let manager = Arc::new(LocalSessionManager::default());
         let service = StreamableHttpService::new(
-            move || Ok(server.for_connection()),
+            move || Ok(Handler::from(server.for_connection())),
             manager.clone(),
             config,
         );
@@ -358,26 +356,28 @@ impl McpServer {
             .route("/healthz", axum::routing::get(|| async { "ok\n" }))
             .merge(mcp)
             .layer(axum::middleware::from_fn(edge::check_head))
-            .layer(axum::middleware::from_fn(refusal::discard_unread_body))
+            .layer(axum::middleware::from_fn(unread_body::discard_unread_body))
             .layer(axum::middleware::from_fn_with_state(
                 options.body_read_timeout,
                 edge::bound_body,
             ))
     }
 
-    /// Serves on `listener` until `shutdown` is cancelled, then stops taking
-    /// connections, serves what arrives on those already open for
-    /// [`IDLE_GRACE`] (with `Connection: close`), lets calls in flight
-    /// finish and their results go out, and returns.
+    /// Serves `/mcp` and `/healthz` on `listener` until `shutdown` is
+    /// triggered, then stops taking connections, serves what arrives on
+    /// those already open for [`IDLE_GRACE`] (with `Connection: close`),
+    /// lets calls in flight finish and their results go out, and returns.
+    /// The limits on connections ([`limits`]: their number, head size and
+    /// time, idle time) are kept here, as it takes the connections; the
+    /// rest (the body timeout, the session cap) by the application itself.
     pub async fn serve_http(
         &self,
-        listener: tokio::net::TcpListener,
+        listener: Listener,
         options: &HttpOptions,
-        shutdown: CancellationToken,
-    ) -> std::io::Result<()> {
-        options
-            .check()
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        shutdown: Shutdown,
+    ) -> Result<(), ServeError> {
+        options.check()?;
+        let listener = listener.into_tokio();
         let addr = listener.local_addr()?;
         // The sessions and event streams (which would keep connections
         // open for ever) end once the calls in flight have answered.
@@ -400,7 +400,7 @@ impl McpServer {
         };
         let cores = Cores::per_core("toolcage-http")?;
         let gate = limits::Gate::new(options.connection_limits());
-        drain::serve_until(listener, app, &gate, &cores, shutdown, finish).await;
+        drain::serve_until(listener, app, &gate, &cores, shutdown.token(), finish).await;
         super::report_left_behind(&self.tools);
         Ok(())
     }
@@ -429,16 +429,17 @@ fn metrics_router(telemetry: Telemetry) -> Router {
 
 /// Serves `telemetry`'s metrics at `GET /metrics` on `listener`, and
 /// nothing else, without a token (an address only the operator's scraper
-/// reaches), until `shutdown` is cancelled.
+/// reaches), until `shutdown` is triggered.
 #[cfg(feature = "otel")]
 pub async fn serve_metrics(
-    listener: tokio::net::TcpListener,
+    listener: Listener,
     telemetry: Telemetry,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    axum::serve(listener, metrics_router(telemetry))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    shutdown: Shutdown,
+) -> Result<(), ServeError> {
+    axum::serve(listener.into_tokio(), metrics_router(telemetry))
+        .with_graceful_shutdown(shutdown.token().cancelled_owned())
+        .await?;
+    Ok(())
 }
 
 /// Counts a POST until its response body has been sent (or dropped): the
