@@ -11,6 +11,15 @@ use toolcage::{CallResult, ErrorKind, FileReport, Limits, Registry, RegistryBuil
 
 pub mod net;
 
+/// The Rust examples of the book's embedding pages, compiled as doctests so
+/// that they cannot drift from the library.
+#[doc = include_str!("../../docs/src/embed/index.md")]
+pub mod book_embed {}
+
+/// The agent-loop example of the book, compiled as a doctest.
+#[doc = include_str!("../../docs/src/embed/agent.md")]
+pub mod book_agent {}
+
 /// Paths of the built components, one constant per guest package.
 pub mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));
