@@ -306,7 +306,7 @@ fn every_toolcage_toml_in_the_book_parses() {
             parsed += 1;
         }
     }
-    assert!(parsed >= 10, "only {parsed} toolcage.toml examples");
+    assert!(parsed >= 8, "only {parsed} toolcage.toml examples");
 }
 
 /// Every `--flag` any `toolcage ... --help` shows.
