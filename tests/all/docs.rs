@@ -45,6 +45,15 @@ fn pages() -> BTreeMap<String, String> {
     pages
 }
 
+/// The book's pages and the README (as `../../README.md`), whose examples
+/// are held to the same checks.
+fn pages_and_readme() -> BTreeMap<String, String> {
+    let mut pages = pages();
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    pages.insert("../../README.md".into(), readme);
+    pages
+}
+
 /// A fenced code block: its info string and its text.
 struct Block {
     info: String,
@@ -244,7 +253,7 @@ fn run(example: &Example, dir: &Path) -> Result<(), String> {
 fn the_books_cli_examples_run_as_shown() {
     let mut failures = Vec::new();
     let mut ran = 0;
-    for (page, text) in pages() {
+    for (page, text) in pages_and_readme() {
         for block in blocks(&text).iter().filter(|b| b.info == "console") {
             let dir = fixture();
             for example in examples(&block.text) {
@@ -295,7 +304,7 @@ fn the_config_reference_is_the_parsers_table_both_ways() {
 #[test]
 fn every_toolcage_toml_in_the_book_parses() {
     let mut parsed = 0;
-    for (page, text) in pages() {
+    for (page, text) in pages_and_readme() {
         if page.starts_with("clients/") {
             continue; // the clients' own TOML (Codex), checked below
         }
