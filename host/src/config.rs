@@ -508,9 +508,6 @@ impl Config {
     }
 }
 
-/// A `[network]` table; `resolve` resolves `ca_file`, which only the shared
-/// table may set.
-
 /// Resolves a relative path against the config file's directory.
 type Resolve<'a> = dyn Fn(&Path) -> PathBuf + 'a;
 
@@ -651,6 +648,8 @@ fn trust(raw: &RawTrust, resolve: &Resolve) -> Result<TrustConfig, ConfigError> 
     })
 }
 
+/// A `[network]` table; `resolve` resolves `ca_file`, which only the shared
+/// table may set.
 fn network(
     raw: &RawNetwork,
     key: &str,

@@ -37,7 +37,11 @@ fn pages() -> BTreeMap<String, String> {
             if path.is_dir() {
                 dirs.push(path);
             } else if path.extension().is_some_and(|e| e == "md") {
-                let name = path.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+                let name = path
+                    .strip_prefix(&src)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
                 pages.insert(name, std::fs::read_to_string(&path).unwrap());
             }
         }
@@ -148,9 +152,9 @@ fn lines_match(patterns: &[&str], lines: &[&str]) -> bool {
     match patterns.split_first() {
         None => lines.is_empty(),
         Some((&"...", rest)) => (0..=lines.len()).any(|i| lines_match(rest, &lines[i..])),
-        Some((pattern, rest)) => lines.split_first().is_some_and(|(line, lines)| {
-            line_matches(pattern, line) && lines_match(rest, lines)
-        }),
+        Some((pattern, rest)) => lines
+            .split_first()
+            .is_some_and(|(line, lines)| line_matches(pattern, line) && lines_match(rest, lines)),
     }
 }
 
@@ -194,7 +198,11 @@ fn fixture() -> tempfile::TempDir {
         "fn main() {\n    // TODO: greet the user\n    println!(\"hello\");\n}\n",
     )
     .unwrap();
-    std::fs::write(project.join("notes.md"), "# Notes\n\nTODO: write the intro\n").unwrap();
+    std::fs::write(
+        project.join("notes.md"),
+        "# Notes\n\nTODO: write the intro\n",
+    )
+    .unwrap();
     std::fs::write(
         project.join("sales.csv"),
         "region,units\nnorth,12\nsouth,30\nnorth,18\n",
@@ -273,12 +281,18 @@ fn reference_keys() -> BTreeMap<String, String> {
     let page = &pages()["reference/config.md"];
     let mut keys = BTreeMap::new();
     for line in prose(page).lines() {
-        let cells: Vec<&str> = line.split(" | ").map(|c| c.trim_matches(['|', ' '])).collect();
+        let cells: Vec<&str> = line
+            .split(" | ")
+            .map(|c| c.trim_matches(['|', ' ']))
+            .collect();
         if let [key, default, _meaning] = cells[..]
             && let Some(key) = key.strip_prefix('`').and_then(|k| k.strip_suffix('`'))
         {
             let default = default.trim_matches('`').to_string();
-            assert!(keys.insert(key.to_string(), default).is_none(), "{key} twice");
+            assert!(
+                keys.insert(key.to_string(), default).is_none(),
+                "{key} twice"
+            );
         }
     }
     keys
@@ -290,8 +304,14 @@ fn the_config_reference_is_the_parsers_table_both_ways() {
     let parsed: BTreeMap<String, String> = Config::keys()
         .map(|k| (k.path.to_string(), k.default.to_string()))
         .collect();
-    let missing: Vec<_> = parsed.keys().filter(|k| !documented.contains_key(*k)).collect();
-    let unknown: Vec<_> = documented.keys().filter(|k| !parsed.contains_key(*k)).collect();
+    let missing: Vec<_> = parsed
+        .keys()
+        .filter(|k| !documented.contains_key(*k))
+        .collect();
+    let unknown: Vec<_> = documented
+        .keys()
+        .filter(|k| !parsed.contains_key(*k))
+        .collect();
     assert!(
         missing.is_empty() && unknown.is_empty(),
         "keys the parser takes but reference/config.md lacks: {missing:?}; keys it lists that the parser refuses: {unknown:?}"
@@ -322,8 +342,18 @@ fn every_toolcage_toml_in_the_book_parses() {
 fn flags() -> BTreeSet<String> {
     let mut flags = BTreeSet::new();
     let commands = [
-        "list", "inspect", "call", "check", "pull", "push", "sign", "generate-key-pair",
-        "definitions", "serve", "new", "run-calls",
+        "list",
+        "inspect",
+        "call",
+        "check",
+        "pull",
+        "push",
+        "sign",
+        "generate-key-pair",
+        "definitions",
+        "serve",
+        "new",
+        "run-calls",
     ];
     for command in [None].into_iter().chain(commands.map(Some)) {
         let output = toolcage().args(command).arg("--help").output().unwrap();
@@ -356,7 +386,11 @@ fn toolcage_args(value: &serde_json::Value, found: &mut Vec<Vec<String>>) {
             let command = map.get("command").and_then(|c| c.as_str());
             if command.is_some_and(|c| c.ends_with("toolcage")) {
                 let args = map.get("args").and_then(|a| a.as_array()).expect("args");
-                found.push(args.iter().map(|a| a.as_str().unwrap().to_string()).collect());
+                found.push(
+                    args.iter()
+                        .map(|a| a.as_str().unwrap().to_string())
+                        .collect(),
+                );
             }
             map.values().for_each(|v| toolcage_args(v, found));
         }
@@ -369,14 +403,18 @@ fn toolcage_args(value: &serde_json::Value, found: &mut Vec<Vec<String>>) {
 fn every_client_snippet_parses_and_starts_toolcage_with_flags_that_exist() {
     let flags = flags();
     let mut checked = 0;
-    for (page, text) in pages().into_iter().filter(|(p, _)| p.starts_with("clients/")) {
+    for (page, text) in pages()
+        .into_iter()
+        .filter(|(p, _)| p.starts_with("clients/"))
+    {
         for block in blocks(&text) {
             let value: serde_json::Value = match block.info.as_str() {
                 "json" | "jsonc" => serde_json::from_str(&block.text)
                     .unwrap_or_else(|e| panic!("docs/src/{page}: not JSON: {e}\n{}", block.text)),
                 "toml" => {
-                    let table: toml::Table = toml::from_str(&block.text)
-                        .unwrap_or_else(|e| panic!("docs/src/{page}: not TOML: {e}\n{}", block.text));
+                    let table: toml::Table = toml::from_str(&block.text).unwrap_or_else(|e| {
+                        panic!("docs/src/{page}: not TOML: {e}\n{}", block.text)
+                    });
                     serde_json::to_value(table).unwrap()
                 }
                 "python" => {
@@ -388,7 +426,10 @@ fn every_client_snippet_parses_and_starts_toolcage_with_flags_that_exist() {
                     for flag in long_flags(&block.text) {
                         let words = words(&block.text);
                         if words.iter().any(|w| w == "toolcage") && !is_other_tools_flag(&flag) {
-                            assert!(flags.contains(&flag), "docs/src/{page}: {flag} is no toolcage flag");
+                            assert!(
+                                flags.contains(&flag),
+                                "docs/src/{page}: {flag} is no toolcage flag"
+                            );
                         }
                     }
                     continue;
@@ -403,9 +444,15 @@ fn every_client_snippet_parses_and_starts_toolcage_with_flags_that_exist() {
                 block.text
             );
             for args in found {
-                assert!(args.contains(&"serve".to_string()), "docs/src/{page}: {args:?}");
+                assert!(
+                    args.contains(&"serve".to_string()),
+                    "docs/src/{page}: {args:?}"
+                );
                 for flag in args.iter().filter(|a| a.starts_with("--")) {
-                    assert!(flags.contains(flag), "docs/src/{page}: {flag} is no toolcage flag");
+                    assert!(
+                        flags.contains(flag),
+                        "docs/src/{page}: {flag} is no toolcage flag"
+                    );
                 }
             }
             checked += 1;
@@ -418,10 +465,18 @@ fn every_client_snippet_parses_and_starts_toolcage_with_flags_that_exist() {
 /// --transport`, `code --add-mcp`, `npx ... --config`).
 fn is_other_tools_flag(flag: &str) -> bool {
     [
-        "--transport", "--scope", "--header", "--add-mcp", "--server", "--cli", "--method",
-        "--env", "--tool-name", "--tool-arg",
+        "--transport",
+        "--scope",
+        "--header",
+        "--add-mcp",
+        "--server",
+        "--cli",
+        "--method",
+        "--env",
+        "--tool-name",
+        "--tool-arg",
     ]
-        .contains(&flag)
+    .contains(&flag)
 }
 
 /// A Python snippet is Python, and starts toolcage.
@@ -493,11 +548,7 @@ fn links(page: &str) -> Vec<String> {
 }
 
 /// Checks a link from `from` (a path under the root) to `target`.
-fn check_link(
-    from: &Path,
-    target: &str,
-    pages: &BTreeMap<PathBuf, String>,
-) -> Result<(), String> {
+fn check_link(from: &Path, target: &str, pages: &BTreeMap<PathBuf, String>) -> Result<(), String> {
     let (file, anchor) = target.split_once('#').unwrap_or((target, ""));
     let path = if file.is_empty() {
         from.to_path_buf()
@@ -513,7 +564,10 @@ fn check_link(
     match pages.get(&path) {
         Some(text) if anchors(text).contains(anchor) => Ok(()),
         Some(_) => Err(format!("{}: {target}: no such heading", from.display())),
-        None => Err(format!("{}: {target}: an anchor into a file that is no page", from.display())),
+        None => Err(format!(
+            "{}: {target}: an anchor into a file that is no page",
+            from.display()
+        )),
     }
 }
 
@@ -554,7 +608,11 @@ fn every_relative_link_and_anchor_resolves() {
     // Every page is in the book's table of contents.
     let summary = &all[Path::new("docs/src/SUMMARY.md")];
     for page in all.keys().filter(|p| p.starts_with("docs/src")) {
-        let name = page.strip_prefix("docs/src").unwrap().to_string_lossy().into_owned();
+        let name = page
+            .strip_prefix("docs/src")
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         assert!(
             name == "SUMMARY.md" || summary.contains(&format!("]({name})")),
             "{name} is not in SUMMARY.md"
@@ -580,15 +638,26 @@ fn each_help_names_pages_that_exist() {
     }
     assert!(named >= 13, "{named}");
     let help = toolcage().args(["call", "--help"]).output().unwrap();
-    assert!(String::from_utf8_lossy(&help.stdout).contains("The book: docs/src/reference/cli.md#call"));
+    assert!(
+        String::from_utf8_lossy(&help.stdout).contains("The book: docs/src/reference/cli.md#call")
+    );
 }
 
 #[test]
 fn the_book_documents_every_flag_of_every_help() {
     let page = &pages()["reference/cli.md"];
     let documented: BTreeSet<String> = long_flags(page).into_iter().collect();
-    let missing: Vec<_> = flags().into_iter().filter(|f| !documented.contains(f)).collect();
-    assert!(missing.is_empty(), "flags reference/cli.md lacks: {missing:?}");
+    let missing: Vec<_> = flags()
+        .into_iter()
+        .filter(|f| !documented.contains(f))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "flags reference/cli.md lacks: {missing:?}"
+    );
     let unknown: Vec<_> = documented.difference(&flags()).cloned().collect();
-    assert!(unknown.is_empty(), "reference/cli.md names flags no --help has: {unknown:?}");
+    assert!(
+        unknown.is_empty(),
+        "reference/cli.md names flags no --help has: {unknown:?}"
+    );
 }
