@@ -661,3 +661,185 @@ fn the_book_documents_every_flag_of_every_help() {
         "reference/cli.md names flags no --help has: {unknown:?}"
     );
 }
+
+/// A client's own CLI (from `target/client-clis`), run offline in `project`
+/// with its own `home`, finding `toolcage` on its `PATH`.
+fn client(program: &str, project: &Path, home: &Path) -> std::process::Command {
+    let bin = toolcage_tests::client_clis();
+    let path = std::env::join_paths(
+        [
+            bin.clone(),
+            toolcage_tests::toolcage_bin().parent().unwrap().into(),
+        ]
+        .into_iter()
+        .chain(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        )),
+    )
+    .unwrap();
+    // The user's compile cache: a cold one could outlast the clients'
+    // 30 s connection timeout on a busy machine.
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
+        .unwrap();
+    let mut command = std::process::Command::new(bin.join(program));
+    command
+        .current_dir(project)
+        .env("HOME", home)
+        .env("PATH", path)
+        .env("XDG_CACHE_HOME", cache)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env_remove("RUST_LOG");
+    command
+}
+
+fn succeed(command: &mut std::process::Command) -> String {
+    let output = command.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{command:?}:\n{text}");
+    text
+}
+
+/// The page's line that starts with `start`, split as the shell would, with
+/// `$PWD` expanded to `project`.
+fn page_command(page: &str, start: &str, project: &Path) -> Vec<String> {
+    let line = page
+        .lines()
+        .find(|l| l.starts_with(start))
+        .unwrap_or_else(|| panic!("no `{start}` line"));
+    let line = line.trim_end_matches('\\').trim_end();
+    words(line)
+        .into_iter()
+        .map(|w| w.replace("$PWD", &project.to_string_lossy()))
+        .collect()
+}
+
+/// Claude Code's own `claude` (from npm) writes the `.mcp.json` the book
+/// shows from the book's command, and connects to toolcage through it, on
+/// stdio and over HTTP with a token; the MCP Inspector's CLI lists and calls
+/// the tools through the book's `mcpServers` snippet and command. Offline:
+/// only `npm install` reaches a registry, once.
+#[test]
+fn the_clients_own_clis_take_the_books_configurations() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, project) = (dir.path().join("home"), dir.path().join("project"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    let shown_path = |text: &str| text.replace(&*project.to_string_lossy(), "/home/me/project");
+    // Warm the compile cache the clients' toolcage will use.
+    assert!(
+        client("claude", &project, &home)
+            .arg("--version")
+            .status()
+            .unwrap()
+            .success()
+    );
+    toolcage().arg("list").output().unwrap();
+
+    let pages = pages();
+    let page = &pages["clients/claude-code.md"];
+    let add = page_command(
+        page,
+        "claude mcp add --scope project toolcage -- ",
+        &project,
+    );
+    succeed(client("claude", &project, &home).args(&add[1..]));
+    let written = std::fs::read_to_string(project.join(".mcp.json")).unwrap();
+    let written: serde_json::Value = serde_json::from_str(&shown_path(&written)).unwrap();
+    let shown = blocks(page).into_iter().find(|b| b.info == "json").unwrap();
+    let shown: serde_json::Value = serde_json::from_str(&shown.text).unwrap();
+    assert_eq!(written, shown, "clients/claude-code.md's .mcp.json");
+
+    // The same server in the local scope (a project's servers wait for the
+    // user's approval), and over HTTP with a token, connect.
+    let mut local = add.clone();
+    local[3..6].clone_from_slice(&["--scope".into(), "local".into(), "toolcage-stdio".into()]);
+    succeed(client("claude", &project, &home).args(&local[1..]));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let token = "0123456789abcdef0123456789abcdef";
+    std::fs::write(dir.path().join("token"), token).unwrap();
+    let mut server = toolcage()
+        .args([
+            "serve",
+            "--http",
+            &format!("127.0.0.1:{port}"),
+            "--token-file",
+        ])
+        .arg(dir.path().join("token"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let http = page_command(
+        page,
+        "claude mcp add --transport http --scope project toolcage ",
+        &project,
+    );
+    let mut http: Vec<String> = http
+        .into_iter()
+        .map(|w| {
+            w.replace("8080", &port.to_string())
+                .replace("${TOOLCAGE_TOKEN}", token)
+        })
+        .collect();
+    http[6..8].clone_from_slice(&["local".into(), "toolcage-http".into()]);
+    let next = page
+        .lines()
+        .skip_while(|l| !l.starts_with("claude mcp add --transport http"))
+        .nth(1)
+        .unwrap();
+    http.extend(
+        words(next)
+            .into_iter()
+            .map(|w| w.replace("${TOOLCAGE_TOKEN}", token)),
+    );
+    succeed(client("claude", &project, &home).args(&http[1..]));
+    let list = succeed(client("claude", &project, &home).args(["mcp", "list"]));
+    server.kill().unwrap();
+    server.wait().unwrap();
+    for name in ["toolcage-stdio", "toolcage-http"] {
+        let line = list
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}:")))
+            .unwrap_or("");
+        assert!(
+            line.contains("Connected") && !line.contains("Failed"),
+            "{name}:\n{list}"
+        );
+    }
+
+    // The Inspector's CLI, through the page's mcpServers snippet.
+    let page = &pages["clients/inspector.md"];
+    let snippet = blocks(page).into_iter().find(|b| b.info == "json").unwrap();
+    let config = dir.path().join("servers.json");
+    std::fs::write(
+        &config,
+        snippet
+            .text
+            .replace("/home/me/project", &project.to_string_lossy()),
+    )
+    .unwrap();
+    let listed = succeed(
+        client("mcp-inspector", &project, &home)
+            .args(["--cli", "--config"])
+            .arg(&config)
+            .args(["--server", "toolcage", "--method", "tools/list"]),
+    );
+    assert!(listed.contains("\"read_file\""), "{listed}");
+    let call = page_command(
+        page,
+        "npx @modelcontextprotocol/inspector --cli toolcage serve --method tools/call",
+        &project,
+    );
+    let called = succeed(client("mcp-inspector", &project, &home).args(&call[2..]));
+    assert!(called.contains("\"text\": \"1024\""), "{called}");
+}

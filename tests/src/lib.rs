@@ -133,6 +133,52 @@ pub fn toolcage() -> Command {
     command
 }
 
+/// The MCP clients' own command-line tools, from the npm registry, pinned:
+/// Claude Code's `claude` and the MCP Inspector. Installed on first use into
+/// `target/client-clis` (`npm install`: Claude Code's install script copies
+/// its native binary from a package of the same install), and again when
+/// the pins change; returns its `node_modules/.bin`. The book's tests run
+/// them offline against `toolcage serve`.
+pub fn client_clis() -> PathBuf {
+    const PACKAGES: [&str; 2] = [
+        "@anthropic-ai/claude-code@2.1.197",
+        "@modelcontextprotocol/inspector@0.15.0",
+    ];
+    static BIN: LazyLock<PathBuf> = LazyLock::new(|| {
+        let dir = TOOLCAGE_BIN
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>")
+            .join("client-clis");
+        let stamp = dir.join("installed.txt");
+        let wanted = PACKAGES.join("\n");
+        if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
+            std::fs::create_dir_all(&dir).expect("target/client-clis");
+            let status = Command::new("npm")
+                .args([
+                    "install",
+                    "--ignore-scripts",
+                    "--no-audit",
+                    "--no-fund",
+                    "--silent",
+                ])
+                .arg("--prefix")
+                .arg(&dir)
+                .args(PACKAGES)
+                .status();
+            assert!(
+                status.as_ref().is_ok_and(|s| s.success()),
+                "installing the clients' CLIs failed ({status:?}); run: npm install --prefix {} {}",
+                dir.display(),
+                PACKAGES.join(" ")
+            );
+            std::fs::write(&stamp, wanted).expect("write the stamp");
+        }
+        dir.join("node_modules/.bin")
+    });
+    BIN.clone()
+}
+
 /// The Python interpreter of `target/clients-venv`, where the real client
 /// SDKs of `tests/clients/requirements.txt` are installed: created and
 /// installed on first use (as the build installs the wasm target), and
