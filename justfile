@@ -25,6 +25,11 @@ tools:
     cp target/guest-tools/wasm32-wasip2/release/toolcage_calc.wasm target/tools/calc.wasm
     cp target/guest-tools/wasm32-wasip2/release/toolcage_fetch.wasm target/tools/fetch.wasm
 
+# The book (docs/): build it into docs/book, and run its tests (examples, config reference, links).
+book:
+    mdbook build docs
+    cargo test -p toolcage-tests --test all -- docs::
+
 # Run the bundled grep over this repository, mounted read-only at /workspace.
 demo:
     cargo run -p toolcage -- --mount .:/workspace call grep '{"pattern": "first wins", "path": "/workspace/host/src"}'

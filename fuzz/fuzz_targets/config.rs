@@ -24,8 +24,8 @@ fuzz_target!(|data: &[u8]| {
     check_mount(text);
     let config = match Config::parse(text, Path::new(BASE)) {
         Ok(config) => config,
-        Err(message) => {
-            assert!(!message.trim().is_empty(), "an empty error for {text:?}");
+        Err(error) => {
+            assert!(!error.to_string().trim().is_empty(), "an empty error for {text:?}");
             assert!(
                 Config::parse(text, Path::new(OTHER_BASE)).is_err(),
                 "accepted or refused by where it is: {text:?}"

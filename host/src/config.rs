@@ -91,6 +91,12 @@ use crate::{
 };
 use serde::Deserialize;
 
+mod error;
+mod keys;
+
+pub use error::ConfigError;
+pub use keys::Key as ConfigKey;
+
 /// The largest wasm stack a config may ask for: 256 MiB.
 const MAX_STACK_BYTES: usize = 256 << 20;
 
@@ -231,7 +237,6 @@ pub struct NetworkConfig {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawConfig {
     #[serde(default)]
     tools: Vec<String>,
@@ -255,7 +260,6 @@ struct RawConfig {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
 struct RawOci {
     #[serde(default)]
     insecure_registries: Vec<String>,
@@ -263,7 +267,6 @@ struct RawOci {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
 struct RawTrust {
     require_digest: Option<bool>,
     #[serde(default)]
@@ -271,7 +274,6 @@ struct RawTrust {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawTrustKey {
     prefix: String,
     key: PathBuf,
@@ -279,7 +281,6 @@ struct RawTrustKey {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
 struct RawNetwork {
     #[serde(default)]
     allow: Vec<RawGrant>,
@@ -291,7 +292,6 @@ struct RawNetwork {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawInject {
     url: String,
     header: String,
@@ -300,7 +300,6 @@ struct RawInject {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawSecret {
     env: Option<String>,
     file: Option<PathBuf>,
@@ -314,14 +313,12 @@ enum RawGrant {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawGrantTable {
     url: String,
     methods: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
 struct RawLimits {
     fuel: Option<Fuel>,
     timeout_ms: Option<u64>,
@@ -345,7 +342,6 @@ enum Fuel {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawMount {
     host: PathBuf,
     guest: String,
@@ -362,7 +358,6 @@ enum MountMode {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
 struct RawComponent {
     #[serde(default)]
     limits: RawLimits,
@@ -383,17 +378,17 @@ impl Config {
             source,
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
-        Config::parse(&text, base).map_err(|message| Error::Config {
+        Config::parse(&text, base).map_err(|error| Error::Config {
             path: path.to_path_buf(),
-            message,
+            message: error.to_string(),
         })
     }
 
     /// Parses `text`, resolving relative paths against `base`. The error
-    /// names the offending key.
-    pub fn parse(text: &str, base: &Path) -> Result<Config, String> {
-        let raw: RawConfig =
-            toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+    /// names the offending key; the keys taken are [`keys()`].
+    pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(ConfigError::Toml)?;
+        keys::check(text)?;
         let resolve = |path: &Path| {
             if path.is_absolute() {
                 path.to_path_buf()
@@ -401,126 +396,34 @@ impl Config {
                 base.join(path)
             }
         };
-        let mounts = |raw: &[RawMount], key: &str| -> Result<Vec<Mount>, String> {
-            raw.iter()
-                .map(|m| {
-                    let host = resolve(&m.host);
-                    let mount = match m.mode {
-                        MountMode::Ro => Mount::read_only(host, m.guest.clone()),
-                        MountMode::Rw => Mount::read_write(host, m.guest.clone()),
-                    };
-                    if !mount.guest().starts_with('/') {
-                        return Err(format!(
-                            "{key}.guest: `{}` must be an absolute guest path",
-                            m.guest
-                        ));
-                    }
-                    Ok(mount)
-                })
-                .collect()
-        };
-        let mut secrets = BTreeMap::new();
-        for (name, secret) in &raw.secrets {
-            let key = format!("secrets.{name}");
-            crate::sandbox::secrets::check_name(name).map_err(|e| format!("{key}: {e}"))?;
-            let source = match (&secret.env, &secret.file) {
-                (Some(var), None) if !var.is_empty() => SecretSource::Env(var.clone()),
-                (None, Some(file)) => SecretSource::File(resolve(file)),
-                _ => {
-                    return Err(format!(
-                        "{key}: set exactly one of env = \"VARIABLE\" or file = \"path\""
-                    ));
-                }
-            };
-            secrets.insert(name.clone(), source);
-        }
-        let mut components = BTreeMap::new();
-        for (name, component) in &raw.components {
-            let key = format!("components.{name}");
-            for (setting, value) in &component.config {
-                if references_secret(value) {
-                    return Err(format!(
-                        "{key}.config.{setting}: a secret cannot be a setting, since the tool reads its settings; add it to the tool's requests with [[{key}.network.inject]]"
-                    ));
-                }
-            }
-            let network = network(
-                &component.network,
-                &format!("{key}.network"),
-                None,
-                &secrets,
-            )?;
-            components.insert(
-                name.clone(),
-                ComponentConfig {
-                    limits: limits(&component.limits, &format!("{key}.limits"))?,
-                    mounts: mounts(&component.mounts, &format!("{key}.mounts"))?,
-                    network,
-                    settings: component.config.clone(),
-                },
-            );
-        }
+        let secrets = secrets(&raw.secrets, &resolve)?;
         if !raw.network.inject.is_empty() {
-            return Err(
-                "network.inject: an injection gives one component a secret; write it under [[components.NAME.network.inject]]".into(),
-            );
-        }
-        let permissions =
-            Permissions::from_rules("allow", raw.permissions).map_err(|e| e.to_string())?;
-        let mut tools = Vec::new();
-        for (i, text) in raw.tools.iter().enumerate() {
-            tools.push(match ToolsSource::parse(text) {
-                Ok(ToolsSource::Dir(dir)) => ToolsSource::Dir(resolve(&dir)),
-                Ok(reference) => reference,
-                Err(e) => return Err(format!("tools[{i}]: {e}")),
-            });
-        }
-        for (i, registry) in raw.oci.insecure_registries.iter().enumerate() {
-            let valid = !registry.is_empty()
-                && registry
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b));
-            if !valid {
-                return Err(format!(
-                    "oci.insecure_registries[{i}]: `{registry}` is not a registry host[:port]"
-                ));
-            }
-        }
-        let mut keys = Vec::new();
-        for (i, key) in raw.trust.keys.iter().enumerate() {
-            if !key.prefix.starts_with(crate::oci::Reference::SCHEME)
-                || key.prefix.len() <= crate::oci::Reference::SCHEME.len()
-            {
-                return Err(format!(
-                    "trust.keys[{i}].prefix: `{}` must start with oci:// and name a registry",
-                    key.prefix
-                ));
-            }
-            keys.push(TrustKeyConfig {
-                prefix: key.prefix.clone(),
-                key: resolve(&key.key),
-                require_signature: key.require_signature.unwrap_or(true),
-            });
+            return Err(ConfigError::invalid(
+                "network.inject",
+                "an injection gives one component a secret; write it under [[components.NAME.network.inject]]",
+            ));
         }
         Ok(Config {
-            tools,
+            tools: tools(&raw.tools, &resolve)?,
             lock: base.join(crate::oci::LOCK_FILE_NAME),
-            oci: OciConfig {
-                insecure_registries: raw.oci.insecure_registries.clone(),
-                store: raw.oci.store.as_deref().map(resolve),
-            },
-            trust: TrustConfig {
-                require_digest: raw.trust.require_digest.unwrap_or(true),
-                keys,
-            },
+            oci: oci(&raw.oci, &resolve)?,
+            trust: trust(&raw.trust, &resolve)?,
             bundled: raw.bundled.unwrap_or(true),
             limits: limits(&raw.limits, "limits")?,
-            mounts: mounts(&raw.mounts, "mounts")?,
+            mounts: mounts(&raw.mounts, "mounts", &resolve)?,
             network: network(&raw.network, "network", Some(&resolve), &secrets)?,
+            components: components(&raw.components, &secrets, &resolve)?,
             secrets,
-            components,
-            permissions,
+            permissions: Permissions::from_rules("allow", raw.permissions)
+                .map_err(ConfigError::Permissions)?,
         })
+    }
+
+    /// Every key the file takes, with its default and meaning, in the
+    /// order of the book's reference (`docs/src/reference/config.md`). The
+    /// parser refuses any other key with this very table.
+    pub fn keys() -> impl Iterator<Item = &'static ConfigKey> {
+        keys::keys()
     }
 
     /// Reads every secret's value from where `[secrets]` says it is. The
@@ -605,14 +508,154 @@ impl Config {
     }
 }
 
+/// Resolves a relative path against the config file's directory.
+type Resolve<'a> = dyn Fn(&Path) -> PathBuf + 'a;
+
+/// `[[mounts]]` or `[[components.NAME.mounts]]`, named `key`.
+fn mounts(raw: &[RawMount], key: &str, resolve: &Resolve) -> Result<Vec<Mount>, ConfigError> {
+    raw.iter()
+        .map(|m| {
+            let host = resolve(&m.host);
+            let mount = match m.mode {
+                MountMode::Ro => Mount::read_only(host, m.guest.clone()),
+                MountMode::Rw => Mount::read_write(host, m.guest.clone()),
+            };
+            if !mount.guest().starts_with('/') {
+                return Err(ConfigError::invalid(
+                    format!("{key}.guest"),
+                    format!("`{}` must be an absolute guest path", m.guest),
+                ));
+            }
+            Ok(mount)
+        })
+        .collect()
+}
+
+/// `[secrets.NAME]`: where each value is.
+fn secrets(
+    raw: &BTreeMap<String, RawSecret>,
+    resolve: &Resolve,
+) -> Result<BTreeMap<String, SecretSource>, ConfigError> {
+    let mut secrets = BTreeMap::new();
+    for (name, secret) in raw {
+        let key = format!("secrets.{name}");
+        crate::sandbox::secrets::check_name(name)
+            .map_err(|e| ConfigError::invalid(key.clone(), e))?;
+        let source = match (&secret.env, &secret.file) {
+            (Some(var), None) if !var.is_empty() => SecretSource::Env(var.clone()),
+            (None, Some(file)) => SecretSource::File(resolve(file)),
+            _ => {
+                return Err(ConfigError::invalid(
+                    key,
+                    "set exactly one of env = \"VARIABLE\" or file = \"path\"",
+                ));
+            }
+        };
+        secrets.insert(name.clone(), source);
+    }
+    Ok(secrets)
+}
+
+/// `[components.NAME]`: what each component gets on top.
+fn components(
+    raw: &BTreeMap<String, RawComponent>,
+    secrets: &BTreeMap<String, SecretSource>,
+    resolve: &Resolve,
+) -> Result<BTreeMap<String, ComponentConfig>, ConfigError> {
+    let mut components = BTreeMap::new();
+    for (name, component) in raw {
+        let key = format!("components.{name}");
+        for (setting, value) in &component.config {
+            if references_secret(value) {
+                return Err(ConfigError::invalid(
+                    format!("{key}.config.{setting}"),
+                    format!(
+                        "a secret cannot be a setting, since the tool reads its settings; add it to the tool's requests with [[{key}.network.inject]]"
+                    ),
+                ));
+            }
+        }
+        let network = network(&component.network, &format!("{key}.network"), None, secrets)?;
+        components.insert(
+            name.clone(),
+            ComponentConfig {
+                limits: limits(&component.limits, &format!("{key}.limits"))?,
+                mounts: mounts(&component.mounts, &format!("{key}.mounts"), resolve)?,
+                network,
+                settings: component.config.clone(),
+            },
+        );
+    }
+    Ok(components)
+}
+
+/// `tools = [...]`: directories (resolved) and references.
+fn tools(raw: &[String], resolve: &Resolve) -> Result<Vec<ToolsSource>, ConfigError> {
+    raw.iter()
+        .enumerate()
+        .map(|(i, text)| match ToolsSource::parse(text) {
+            Ok(ToolsSource::Dir(dir)) => Ok(ToolsSource::Dir(resolve(&dir))),
+            Ok(reference) => Ok(reference),
+            Err(e) => Err(ConfigError::invalid(format!("tools[{i}]"), e)),
+        })
+        .collect()
+}
+
+/// The `[oci]` table.
+fn oci(raw: &RawOci, resolve: &Resolve) -> Result<OciConfig, ConfigError> {
+    for (i, registry) in raw.insecure_registries.iter().enumerate() {
+        let valid = !registry.is_empty()
+            && registry
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b));
+        if !valid {
+            return Err(ConfigError::invalid(
+                format!("oci.insecure_registries[{i}]"),
+                format!("`{registry}` is not a registry host[:port]"),
+            ));
+        }
+    }
+    Ok(OciConfig {
+        insecure_registries: raw.insecure_registries.clone(),
+        store: raw.store.as_deref().map(resolve),
+    })
+}
+
+/// The `[trust]` table.
+fn trust(raw: &RawTrust, resolve: &Resolve) -> Result<TrustConfig, ConfigError> {
+    let mut keys = Vec::new();
+    for (i, key) in raw.keys.iter().enumerate() {
+        if !key.prefix.starts_with(crate::oci::Reference::SCHEME)
+            || key.prefix.len() <= crate::oci::Reference::SCHEME.len()
+        {
+            return Err(ConfigError::invalid(
+                format!("trust.keys[{i}].prefix"),
+                format!(
+                    "`{}` must start with oci:// and name a registry",
+                    key.prefix
+                ),
+            ));
+        }
+        keys.push(TrustKeyConfig {
+            prefix: key.prefix.clone(),
+            key: resolve(&key.key),
+            require_signature: key.require_signature.unwrap_or(true),
+        });
+    }
+    Ok(TrustConfig {
+        require_digest: raw.require_digest.unwrap_or(true),
+        keys,
+    })
+}
+
 /// A `[network]` table; `resolve` resolves `ca_file`, which only the shared
 /// table may set.
 fn network(
     raw: &RawNetwork,
     key: &str,
-    resolve: Option<&dyn Fn(&Path) -> PathBuf>,
+    resolve: Option<&Resolve>,
     secrets: &BTreeMap<String, SecretSource>,
-) -> Result<NetworkConfig, String> {
+) -> Result<NetworkConfig, ConfigError> {
     let mut inject = Vec::new();
     for (i, raw) in raw.inject.iter().enumerate() {
         let key = format!("{key}.inject[{i}]");
@@ -621,10 +664,13 @@ fn network(
                 Some(methods) => injection.methods(methods),
                 None => Ok(injection),
             })
-            .map_err(|e| format!("{key}: {e}"))?;
+            .map_err(|e| ConfigError::invalid(key.clone(), e))?;
         if let Some(missing) = injection.secrets().find(|s| !secrets.contains_key(*s)) {
-            return Err(format!(
-                "{key}.value: the secret `{missing}` is not declared; add [secrets.{missing}] with env = \"VARIABLE\" or file = \"path\""
+            return Err(ConfigError::invalid(
+                format!("{key}.value"),
+                format!(
+                    "the secret `{missing}` is not declared; add [secrets.{missing}] with env = \"VARIABLE\" or file = \"path\""
+                ),
             ));
         }
         inject.push(injection);
@@ -640,7 +686,7 @@ fn network(
                 })
             }
         };
-        allow.push(parsed.map_err(|e| format!("{key}.allow[{i}]: {e}"))?);
+        allow.push(parsed.map_err(|e| ConfigError::invalid(format!("{key}.allow[{i}]"), e))?);
     }
     let allow_private = raw
         .allow_private
@@ -648,15 +694,16 @@ fn network(
         .enumerate()
         .map(|(i, text)| {
             text.parse::<Cidr>()
-                .map_err(|e| format!("{key}.allow_private[{i}]: {e}"))
+                .map_err(|e| ConfigError::invalid(format!("{key}.allow_private[{i}]"), e))
         })
         .collect::<Result<_, _>>()?;
     let ca_file = match (&raw.ca_file, resolve) {
         (None, _) => None,
         (Some(path), Some(resolve)) => Some(resolve(path)),
         (Some(_), None) => {
-            return Err(format!(
-                "{key}.ca_file: set it in the shared [network] table; it applies to every component"
+            return Err(ConfigError::invalid(
+                format!("{key}.ca_file"),
+                "set it in the shared [network] table; it applies to every component",
             ));
         }
     };
@@ -668,42 +715,49 @@ fn network(
     })
 }
 
-fn limits(raw: &RawLimits, key: &str) -> Result<LimitOverrides, String> {
-    let positive = |value: Option<u64>, name: &str| -> Result<Option<u64>, String> {
+fn limits(raw: &RawLimits, key: &str) -> Result<LimitOverrides, ConfigError> {
+    let positive = |value: Option<u64>, name: &str| -> Result<Option<u64>, ConfigError> {
         match value {
-            Some(0) => Err(format!("{key}.{name}: must be greater than 0")),
+            Some(0) => Err(ConfigError::invalid(
+                format!("{key}.{name}"),
+                "must be greater than 0",
+            )),
             other => Ok(other),
         }
     };
-    let bytes = |value: Option<u64>, name: &str, unit: u32| -> Result<Option<usize>, String> {
+    let bytes = |value: Option<u64>, name: &str, unit: u32| -> Result<Option<usize>, ConfigError> {
         positive(value, name)?
             .map(|v| {
                 v.checked_mul(1 << unit)
                     .and_then(|b| usize::try_from(b).ok())
-                    .ok_or_else(|| format!("{key}.{name}: {v} is too large"))
+                    .ok_or_else(|| {
+                        ConfigError::invalid(format!("{key}.{name}"), format!("{v} is too large"))
+                    })
             })
             .transpose()
     };
     let fuel = match &raw.fuel {
         None => None,
         Some(Fuel::Units(0)) => {
-            return Err(format!(
-                "{key}.fuel: must be greater than 0, or \"unlimited\""
+            return Err(ConfigError::invalid(
+                format!("{key}.fuel"),
+                "must be greater than 0, or \"unlimited\"",
             ));
         }
         Some(Fuel::Units(units)) => Some(Some(*units)),
         Some(Fuel::Word(word)) if word == "unlimited" => Some(None),
         Some(Fuel::Word(word)) => {
-            return Err(format!(
-                "{key}.fuel: `{word}` is neither a number nor \"unlimited\""
+            return Err(ConfigError::invalid(
+                format!("{key}.fuel"),
+                format!("`{word}` is neither a number nor \"unlimited\""),
             ));
         }
     };
     let stack_bytes = bytes(raw.stack_kib, "stack_kib", 10)?;
     if stack_bytes.is_some_and(|b| b > MAX_STACK_BYTES) {
-        return Err(format!(
-            "{key}.stack_kib: at most {} KiB",
-            MAX_STACK_BYTES >> 10
+        return Err(ConfigError::invalid(
+            format!("{key}.stack_kib"),
+            format!("at most {} KiB", MAX_STACK_BYTES >> 10),
         ));
     }
     Ok(LimitOverrides {
@@ -732,7 +786,7 @@ mod tests {
     use crate::agent::Permission;
 
     fn parse(text: &str) -> Result<Config, String> {
-        Config::parse(text, Path::new("/etc/toolcage"))
+        Config::parse(text, Path::new("/etc/toolcage")).map_err(|e| e.to_string())
     }
 
     #[test]

@@ -76,8 +76,8 @@ pub use catalog::registry::{
 };
 pub use catalog::watch::{WatchOptions, Watcher};
 pub use config::{
-    CONFIG_FILE_NAME, ComponentConfig, Config, NetworkConfig, OciConfig, SecretSource, TrustConfig,
-    TrustKeyConfig,
+    CONFIG_FILE_NAME, ComponentConfig, Config, ConfigError, ConfigKey, NetworkConfig, OciConfig,
+    SecretSource, TrustConfig, TrustKeyConfig,
 };
 pub use error::{Error, ErrorKind, LoadError};
 pub use sandbox::cache::DEFAULT_DISK_CACHE_BYTES;

@@ -11,6 +11,15 @@ use toolcage::{CallResult, ErrorKind, FileReport, Limits, Registry, RegistryBuil
 
 pub mod net;
 
+/// The Rust examples of the book's embedding pages, compiled as doctests so
+/// that they cannot drift from the library.
+#[doc = include_str!("../../docs/src/embed/index.md")]
+pub mod book_embed {}
+
+/// The agent-loop example of the book, compiled as a doctest.
+#[doc = include_str!("../../docs/src/embed/agent.md")]
+pub mod book_agent {}
+
 /// Paths of the built components, one constant per guest package.
 pub mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));
@@ -122,6 +131,52 @@ pub fn toolcage() -> Command {
     let mut command = Command::new(&*TOOLCAGE_BIN);
     command.env_remove("RUST_LOG");
     command
+}
+
+/// The MCP clients' own command-line tools, from the npm registry, pinned:
+/// Claude Code's `claude` and the MCP Inspector. Installed on first use into
+/// `target/client-clis` (`npm install`: Claude Code's install script copies
+/// its native binary from a package of the same install), and again when
+/// the pins change; returns its `node_modules/.bin`. The book's tests run
+/// them offline against `toolcage serve`.
+pub fn client_clis() -> PathBuf {
+    const PACKAGES: [&str; 2] = [
+        "@anthropic-ai/claude-code@2.1.197",
+        "@modelcontextprotocol/inspector@0.15.0",
+    ];
+    static BIN: LazyLock<PathBuf> = LazyLock::new(|| {
+        let dir = TOOLCAGE_BIN
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>")
+            .join("client-clis");
+        let stamp = dir.join("installed.txt");
+        let wanted = PACKAGES.join("\n");
+        if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
+            std::fs::create_dir_all(&dir).expect("target/client-clis");
+            let status = Command::new("npm")
+                .args([
+                    "install",
+                    "--ignore-scripts",
+                    "--no-audit",
+                    "--no-fund",
+                    "--silent",
+                ])
+                .arg("--prefix")
+                .arg(&dir)
+                .args(PACKAGES)
+                .status();
+            assert!(
+                status.as_ref().is_ok_and(|s| s.success()),
+                "installing the clients' CLIs failed ({status:?}); run: npm install --prefix {} {}",
+                dir.display(),
+                PACKAGES.join(" ")
+            );
+            std::fs::write(&stamp, wanted).expect("write the stamp");
+        }
+        dir.join("node_modules/.bin")
+    });
+    BIN.clone()
 }
 
 /// The Python interpreter of `target/clients-venv`, where the real client

@@ -5,12 +5,26 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use toolcage::agent::Format;
 
+/// The line a command's `--help` ends with: the book's pages on it (files
+/// under docs/src, which `mdbook serve docs` shows; a test checks each
+/// exists, with its anchor).
+macro_rules! book {
+    ($first:literal $(, $page:literal)*) => {
+        concat!("The book: docs/src/", $first $(, ", docs/src/", $page)*)
+    };
+}
+
 /// Run AI agent tools as sandboxed WebAssembly components.
 ///
 /// Exit status: 0 on success; 1 when a call's outcome is an error or a
 /// checked file fails; 2 for usage, configuration and load errors.
 #[derive(Debug, Parser)]
-#[command(name = "toolcage", version, max_term_width = 100)]
+#[command(
+    name = "toolcage",
+    version,
+    max_term_width = 100,
+    after_help = book!("reference/cli.md", "getting-started/first-call.md")
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -107,13 +121,16 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List the registered tools.
+    #[command(after_help = book!("reference/cli.md#list", "tools/testing.md"))]
     List,
     /// Show a tool's whole descriptor.
+    #[command(after_help = book!("reference/cli.md#inspect", "tools/testing.md"))]
     Inspect {
         /// The tool's name.
         tool: String,
     },
     /// Call a tool and print its output.
+    #[command(after_help = book!("reference/cli.md#call", "tools/testing.md"))]
     Call {
         /// The tool's name.
         tool: String,
@@ -131,6 +148,7 @@ pub enum Command {
         check_permissions: bool,
     },
     /// Load components, run describe() and check their descriptors.
+    #[command(after_help = book!("reference/cli.md#check", "tools/testing.md"))]
     Check {
         /// Component files, or pulled references (oci://…).
         #[arg(required = true, value_name = "FILE|oci://REF")]
@@ -140,6 +158,7 @@ pub enum Command {
     /// digest and the signatures [trust] asks for, and record them in
     /// toolcage.lock (next to the config). The only command that reads
     /// registries: the others load from the lock.
+    #[command(after_help = book!("reference/cli.md#pull", "operate/distribution.md"))]
     Pull {
         /// References; default: every oci:// in the config's `tools` and
         /// --tools.
@@ -154,6 +173,7 @@ pub enum Command {
     /// Publish a component as REF, in the CNCF Wasm OCI layout, annotated
     /// with its tool names and toolcage's WIT version. Prints the reference
     /// with its digest.
+    #[command(after_help = book!("reference/cli.md#push", "tools/publishing.md"))]
     Push {
         /// The component file.
         file: PathBuf,
@@ -166,6 +186,7 @@ pub enum Command {
     },
     /// Sign the manifest REF names in its registry with an ECDSA P-256 key,
     /// as `cosign sign --key` does, and push the signature beside it.
+    #[command(after_help = book!("reference/cli.md#sign", "tools/publishing.md"))]
     Sign {
         /// oci://REGISTRY/REPO:TAG or @sha256:DIGEST.
         reference: String,
@@ -184,6 +205,7 @@ pub enum Command {
     /// NaCl secretbox), and NAME.pub. The password comes from
     /// $COSIGN_PASSWORD, else --key-password-stdin, else a prompt on the
     /// terminal (asked twice). Never overwrites a file.
+    #[command(after_help = book!("reference/cli.md#generate-key-pair", "tools/publishing.md"))]
     GenerateKeyPair {
         /// The files' name without .key and .pub. Default: cosign.
         #[arg(long, value_name = "NAME", default_value = "cosign")]
@@ -193,6 +215,7 @@ pub enum Command {
         key_password_stdin: bool,
     },
     /// Print every tool's definition in a model provider's format.
+    #[command(after_help = book!("reference/cli.md#definitions", "embed/agent.md"))]
     Definitions {
         /// openai, openai-responses, anthropic or mcp.
         #[arg(long, value_name = "FORMAT")]
@@ -201,6 +224,7 @@ pub enum Command {
     /// Serve the tools over the Model Context Protocol: on stdio (the
     /// default; stdout carries MCP messages only), or Streamable HTTP at
     /// /mcp with --http. Calls follow the config's `[permissions]`.
+    #[command(after_help = book!("reference/cli.md#serve", "clients/index.md", "operate/mcp-server.md"))]
     Serve {
         /// Serve Streamable HTTP on ADDR (`127.0.0.1:8080`, or a bare port
         /// for 127.0.0.1) instead of stdio.
@@ -279,6 +303,7 @@ pub enum Command {
     /// Write a new tool project NAME/ in the current directory: the WIT
     /// contract, the language's SDK, an example tool, a build command and a
     /// test. Prints the commands that build it and call it.
+    #[command(after_help = book!("reference/cli.md#new", "tools/index.md"))]
     New {
         /// The tool's name, and the project's directory.
         name: String,
@@ -289,6 +314,7 @@ pub enum Command {
     /// Run the tool calls of a model response as one batch (read-only
     /// batches in parallel, others in order, with the config's
     /// `[permissions]`) and print the tool results in the same format.
+    #[command(after_help = book!("reference/cli.md#run-calls", "embed/agent.md"))]
     RunCalls {
         /// The model response: a JSON file, or `-` for stdin. Default: stdin.
         file: Option<PathBuf>,

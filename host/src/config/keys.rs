@@ -1,0 +1,436 @@
+//! Every key `toolcage.toml` takes, as data: the parser rejects any other
+//! key with this table, and the book's reference lists the same table (a
+//! test checks both ways), so neither can drift from the parser.
+
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use super::ConfigError;
+
+/// One key of `toolcage.toml`.
+///
+/// `path` is dotted from the top: `*` stands for a name the operator
+/// chooses (a component, a secret, a setting, a permission pattern), and a
+/// segment ending in `[]` is an array whose tables hold the keys after it
+/// (`mounts[].host`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    /// The dotted path, such as `limits.timeout_ms` or
+    /// `components.*.mounts[].host`.
+    pub path: &'static str,
+    /// What an absent key means.
+    pub default: &'static str,
+    /// What the key sets, in one line.
+    pub meaning: &'static str,
+}
+
+const fn key(path: &'static str, default: &'static str, meaning: &'static str) -> Key {
+    Key {
+        path,
+        default,
+        meaning,
+    }
+}
+
+/// The per-call limits, under `[limits]` and `[components.*.limits]`.
+macro_rules! limit_keys {
+    ($prefix:literal) => {
+        [
+            key(
+                concat!($prefix, "fuel"),
+                "10_000_000_000",
+                "instructions a call may run, or \"unlimited\"",
+            ),
+            key(
+                concat!($prefix, "timeout_ms"),
+                "30_000",
+                "a call's wall-clock time, in milliseconds",
+            ),
+            key(
+                concat!($prefix, "memory_mib"),
+                "256",
+                "a call's linear memory, in MiB",
+            ),
+            key(
+                concat!($prefix, "output_kib"),
+                "1024",
+                "a call's output and details, in KiB",
+            ),
+            key(
+                concat!($prefix, "log_kib"),
+                "64",
+                "stdout and stderr kept as logs, each, in KiB",
+            ),
+            key(
+                concat!($prefix, "stack_kib"),
+                "1024",
+                "the wasm stack, in KiB (at most 262144)",
+            ),
+            key(
+                concat!($prefix, "net_requests"),
+                "50",
+                "HTTP requests (and lookups, connects) a call may make",
+            ),
+            key(
+                concat!($prefix, "net_out_kib"),
+                "16_384",
+                "request bytes a call may send, in KiB",
+            ),
+            key(
+                concat!($prefix, "net_in_kib"),
+                "65_536",
+                "response bytes a call may receive, in KiB",
+            ),
+            key(
+                concat!($prefix, "net_connections"),
+                "4",
+                "connections a call may hold at once",
+            ),
+            key(
+                concat!($prefix, "net_first_byte_ms"),
+                "10_000",
+                "to connect, then to the response head, in milliseconds",
+            ),
+            key(
+                concat!($prefix, "net_between_bytes_ms"),
+                "10_000",
+                "a response body's longest stall, in milliseconds",
+            ),
+        ]
+    };
+}
+
+/// The mount keys, under `[[mounts]]` and `[[components.*.mounts]]`.
+macro_rules! mount_keys {
+    ($prefix:literal) => {
+        [
+            key(
+                concat!($prefix, "host"),
+                "required",
+                "the host directory, relative to the file's directory",
+            ),
+            key(
+                concat!($prefix, "guest"),
+                "required",
+                "the absolute path the tools see it at",
+            ),
+            key(
+                concat!($prefix, "mode"),
+                "\"ro\"",
+                "\"ro\" (read-only) or \"rw\" (read-write)",
+            ),
+        ]
+    };
+}
+
+/// The grant keys, under `[network]` and `[components.*.network]`.
+macro_rules! grant_keys {
+    ($prefix:literal) => {
+        [
+            key(
+                concat!($prefix, "allow"),
+                "[]",
+                "what tools may reach: patterns, or tables with url and methods",
+            ),
+            key(
+                concat!($prefix, "allow[].url"),
+                "required",
+                "a grant's pattern, scheme://host[:port][/path]",
+            ),
+            key(
+                concat!($prefix, "allow[].methods"),
+                "every method",
+                "the HTTP methods a grant allows",
+            ),
+            key(
+                concat!($prefix, "allow_private"),
+                "[]",
+                "CIDR ranges granted names may resolve into",
+            ),
+        ]
+    };
+}
+
+const TOP: [Key; 2] = [
+    key(
+        "tools",
+        "[]",
+        "tools directories and oci:// references, loaded in order",
+    ),
+    key(
+        "bundled",
+        "true",
+        "whether the standard toolset is registered, first",
+    ),
+];
+const LIMITS: [Key; 12] = limit_keys!("limits.");
+const MOUNTS: [Key; 3] = mount_keys!("mounts[].");
+const NETWORK: [Key; 5] = {
+    let [a, b, c, d] = grant_keys!("network.");
+    [
+        a,
+        b,
+        c,
+        d,
+        key(
+            "network.ca_file",
+            "none",
+            "a PEM file of TLS roots trusted besides the web PKI's",
+        ),
+    ]
+};
+const SECRETS: [Key; 2] = [
+    key(
+        "secrets.*.env",
+        "one of env or file",
+        "the environment variable holding the secret",
+    ),
+    key(
+        "secrets.*.file",
+        "one of env or file",
+        "the file holding the secret (less one trailing line break)",
+    ),
+];
+const COMPONENT_LIMITS: [Key; 12] = limit_keys!("components.*.limits.");
+const COMPONENT_MOUNTS: [Key; 3] = mount_keys!("components.*.mounts[].");
+const COMPONENT_NETWORK: [Key; 4] = grant_keys!("components.*.network.");
+const COMPONENT_REST: [Key; 5] = [
+    key(
+        "components.*.network.inject[].url",
+        "required",
+        "the exact origin (and path prefix) a secret is added to",
+    ),
+    key(
+        "components.*.network.inject[].header",
+        "required",
+        "the header the secret goes in",
+    ),
+    key(
+        "components.*.network.inject[].value",
+        "required",
+        "the header's value, with {{ secrets.NAME }}",
+    ),
+    key(
+        "components.*.network.inject[].methods",
+        "every method",
+        "the methods that get the header",
+    ),
+    key(
+        "components.*.config.*",
+        "none",
+        "a setting the component's tools read (a string)",
+    ),
+];
+const DISTRIBUTION: [Key; 6] = [
+    key(
+        "oci.insecure_registries",
+        "[]",
+        "registries (host:port) spoken to over plain HTTP",
+    ),
+    key(
+        "oci.store",
+        "$XDG_CACHE_HOME/toolcage/oci",
+        "the content store of pulled components",
+    ),
+    key(
+        "trust.require_digest",
+        "true",
+        "a tag is used only through the digest toolcage.lock recorded",
+    ),
+    key(
+        "trust.keys[].prefix",
+        "required",
+        "the oci:// references a key covers",
+    ),
+    key(
+        "trust.keys[].key",
+        "required",
+        "the cosign public key (PEM)",
+    ),
+    key(
+        "trust.keys[].require_signature",
+        "true",
+        "whether a signature by the key is required",
+    ),
+];
+const PERMISSIONS: [Key; 2] = [
+    key(
+        "permissions.default",
+        "\"allow\"",
+        "allow, ask or deny for calls no rule matches",
+    ),
+    key(
+        "permissions.*",
+        "none",
+        "allow, ask or deny for the tools a name pattern (with *) matches",
+    ),
+];
+
+/// Every key, in the order of the book's reference.
+const KEYS: &[&[Key]] = &[
+    &TOP,
+    &LIMITS,
+    &MOUNTS,
+    &NETWORK,
+    &SECRETS,
+    &COMPONENT_LIMITS,
+    &COMPONENT_MOUNTS,
+    &COMPONENT_NETWORK,
+    &COMPONENT_REST,
+    &DISTRIBUTION,
+    &PERMISSIONS,
+];
+
+/// Every key `toolcage.toml` takes, in the order of the book's reference.
+pub(super) fn keys() -> impl Iterator<Item = &'static Key> {
+    KEYS.iter().flat_map(|group| group.iter())
+}
+
+/// Keys the parser knows only to refuse with a pointer to the right place
+/// (`Config::parse` says where they go).
+const REDIRECTED: &[&str] = &["network.inject", "components.*.network.ca_file"];
+
+/// Whether a table's segment (`mounts[]`, `*`, `limits`) matches a
+/// concrete one (`mounts[]`, `fs`, `limits`): `*` is any name, never an
+/// array's tables.
+fn segment_matches(pattern: &str, concrete: &str) -> bool {
+    pattern == concrete || (pattern == "*" && !concrete.ends_with("[]"))
+}
+
+/// Whether `path` is a key the parser refuses with a pointer, whatever it
+/// holds.
+fn redirected(path: &[String]) -> bool {
+    REDIRECTED.iter().any(|redirected| {
+        let segments: Vec<&str> = redirected.split('.').collect();
+        segments.len() == path.len()
+            && segments
+                .iter()
+                .zip(path)
+                .all(|(p, c)| segment_matches(p, c))
+    })
+}
+
+/// The segments the table takes under `parent` (a concrete path).
+fn children(parent: &[String]) -> Vec<&'static str> {
+    let mut names = Vec::new();
+    let paths = keys().map(|k| k.path).chain(REDIRECTED.iter().copied());
+    for path in paths {
+        let segments: Vec<&str> = path.split('.').collect();
+        let under = segments.len() > parent.len()
+            && segments
+                .iter()
+                .zip(parent)
+                .all(|(p, c)| segment_matches(p, c));
+        if under && !names.contains(&segments[parent.len()]) {
+            names.push(segments[parent.len()]);
+        }
+    }
+    names
+}
+
+/// Checks every key of `text` against the table: the first unknown one is
+/// an error naming it and what is taken there, pointing at it in the text.
+pub(super) fn check(text: &str) -> Result<(), ConfigError> {
+    match DeTable::parse(text) {
+        Ok(document) => check_table(document.get_ref(), &mut Vec::new(), text),
+        Err(error) => Err(ConfigError::Toml(error)),
+    }
+}
+
+fn check_table(table: &DeTable, path: &mut Vec<String>, text: &str) -> Result<(), ConfigError> {
+    let taken = children(path);
+    for (key, value) in table {
+        let name: &str = key.get_ref();
+        let known = taken
+            .iter()
+            .any(|t| *t == "*" || t.trim_end_matches("[]") == name);
+        if !known {
+            let mut expected: Vec<&str> = Vec::new();
+            for t in taken.iter().map(|t| t.trim_end_matches("[]")) {
+                if t != "*" && !expected.contains(&t) {
+                    expected.push(t);
+                }
+            }
+            return Err(ConfigError::unknown_key(text, key.span(), name, &expected));
+        }
+        path.push(name.to_string());
+        if !redirected(path) {
+            check_value(value, path, text)?;
+        }
+        path.pop();
+    }
+    Ok(())
+}
+
+fn check_value(
+    value: &Spanned<DeValue>,
+    path: &mut Vec<String>,
+    text: &str,
+) -> Result<(), ConfigError> {
+    match value.get_ref() {
+        DeValue::Table(table) => check_table(table, path, text),
+        DeValue::Array(items) => {
+            if let Some(last) = path.last_mut() {
+                last.push_str("[]");
+            }
+            for item in items {
+                if let DeValue::Table(table) = item.get_ref() {
+                    check_table(table, path, text)?;
+                }
+            }
+            if let Some(last) = path.last_mut() {
+                last.truncate(last.len() - 2);
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A document setting only `key` (to 1: types are serde's business).
+    fn document(key: &Key) -> String {
+        let segments: Vec<String> = key
+            .path
+            .split('.')
+            .map(|s| s.replace('*', "name"))
+            .collect();
+        let (leaf, tables) = segments.split_last().unwrap();
+        match tables.last() {
+            None => format!("{leaf} = 1"),
+            Some(last) if last.ends_with("[]") => {
+                format!("[[{}]]\n{leaf} = 1", tables.join(".").replace("[]", ""))
+            }
+            Some(_) => format!("[{}]\n{leaf} = 1", tables.join(".")),
+        }
+    }
+
+    #[test]
+    fn every_key_in_the_table_passes_the_check() {
+        for key in keys() {
+            let text = document(key);
+            assert_eq!(check(&text), Ok(()), "{text}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_key_is_pointed_at_as_the_toml_crate_does() {
+        let error = check("[limits]\ntimeout = 5\n").unwrap_err().to_string();
+        assert!(
+            error.starts_with(
+                "TOML parse error at line 2, column 1\n  |\n2 | timeout = 5\n  | ^^^^^^^\nunknown field `timeout`, expected one of `fuel`, `timeout_ms`,"
+            ),
+            "{error}"
+        );
+        let error = check("[[mounts]]\nhost = \".\"\nmod = 1")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.ends_with("unknown field `mod`, expected one of `host`, `guest`, `mode`"),
+            "{error}"
+        );
+    }
+}
