@@ -20,6 +20,10 @@ pub mod book_embed {}
 #[doc = include_str!("../../docs/src/embed/agent.md")]
 pub mod book_agent {}
 
+/// The MCP and telemetry examples of the book, compiled as doctests.
+#[doc = include_str!("../../docs/src/embed/mcp.md")]
+pub mod book_mcp {}
+
 /// Paths of the built components, one constant per guest package.
 pub mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));
