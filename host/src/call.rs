@@ -18,7 +18,7 @@ use tracing::Instrument;
 use crate::catalog::registry::{Entry, Registry, with_stderr};
 use crate::catalog::schema;
 use crate::sandbox::outcome::{CancelToken, GuestEvent, Logs};
-use crate::sandbox::{self, Invocation, Observer, Returned, human_bytes};
+use crate::sandbox::{self, GuestReturn, Invocation, Observer, human_bytes};
 use crate::{ErrorKind, NetUsage};
 
 /// The largest arguments a call takes, as JSON text: 16 MiB. Larger ones
@@ -314,7 +314,7 @@ impl Registry {
         result.slot_wait = ran.slot_wait;
         result.net = ran.net;
         match ran.result {
-            Ok(Returned::Outcome(returned)) => {
+            Ok(GuestReturn::Outcome(returned)) => {
                 let is_error = returned.is_err();
                 let outcome = returned.unwrap_or_else(|outcome| outcome);
                 let size = outcome.output.len() + outcome.details.as_ref().map_or(0, String::len);
@@ -336,7 +336,7 @@ impl Registry {
                     );
                 }
             }
-            Ok(Returned::Descriptors(_)) => unreachable!("call returns an outcome"),
+            Ok(GuestReturn::Descriptors(_)) => unreachable!("call returns an outcome"),
             Err(stopped) => {
                 result.error_kind = Some(stopped.kind);
                 result.output = match stopped.kind {

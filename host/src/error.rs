@@ -9,6 +9,8 @@
 
 use std::path::PathBuf;
 
+use crate::ErrorKind;
+
 /// An operator-side error: configuration, mounts, files the operator named.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -98,65 +100,6 @@ pub enum Error {
         /// Why.
         reason: String,
     },
-}
-
-/// Why a call failed. Every kind reaches the model as an error outcome whose
-/// `output` says what to do next; none of them affects other calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ErrorKind {
-    /// No tool has that name.
-    NotFound,
-    /// The arguments are not JSON, or do not match the tool's input schema.
-    InvalidArguments,
-    /// The tool ran and reported a failure (its `Err` outcome), or returned
-    /// something malformed.
-    ToolError,
-    /// The call used up its fuel (its instruction budget).
-    OutOfFuel,
-    /// The call ran past its wall-clock timeout.
-    Timeout,
-    /// The call tried to grow its memory past the limit.
-    MemoryLimit,
-    /// The call's output and details together were larger than allowed.
-    OutputLimit,
-    /// The guest trapped: a panic, a stack overflow, an unreachable, a failed
-    /// host call.
-    Trap,
-    /// The call was cancelled by its caller.
-    Cancelled,
-    /// The operator's permission rules refused the call.
-    PermissionDenied,
-    /// The call is of a kind toolcage cannot run, such as an OpenAI custom
-    /// tool call (free-text input, where toolcage's tools take JSON): it did
-    /// not run.
-    Unsupported,
-}
-
-impl ErrorKind {
-    /// The kind's name as it appears in JSON (`out_of_fuel`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::NotFound => "not_found",
-            ErrorKind::InvalidArguments => "invalid_arguments",
-            ErrorKind::ToolError => "tool_error",
-            ErrorKind::OutOfFuel => "out_of_fuel",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::MemoryLimit => "memory_limit",
-            ErrorKind::OutputLimit => "output_limit",
-            ErrorKind::Trap => "trap",
-            ErrorKind::Cancelled => "cancelled",
-            ErrorKind::PermissionDenied => "permission_denied",
-            ErrorKind::Unsupported => "unsupported",
-        }
-    }
-}
-
-impl std::fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// Why a component file was skipped at load. Every variant but

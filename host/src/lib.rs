@@ -67,7 +67,7 @@ pub use config::{
     CONFIG_FILE_NAME, ComponentConfig, Config, NetworkConfig, OciConfig, SecretSource, TrustConfig,
     TrustKeyConfig,
 };
-pub use error::{Error, ErrorKind, LoadError};
+pub use error::{Error, LoadError};
 pub use sandbox::cache::DEFAULT_DISK_CACHE_BYTES;
 pub use sandbox::content::MAX_COMPONENT_BYTES;
 pub use sandbox::engine::{
@@ -78,7 +78,7 @@ pub use sandbox::mount::Mount;
 pub use sandbox::net::{
     Cidr, Grant, GrantError, Lookup, NetLimit, NetUsage, Resolve, SystemResolver,
 };
-pub use sandbox::outcome::{CancelToken, GuestEvent, LogLevel, Logs};
+pub use sandbox::outcome::{CancelToken, ErrorKind, GuestEvent, LogLevel, Logs};
 pub use sandbox::secrets::{
     Injection, InjectionError, MIN_SECRET_BYTES, Secret, SecretError, Secrets,
     UNREDACTED_LOG_TARGETS, may_carry_unredacted_bytes,

@@ -518,7 +518,7 @@ async fn prepare_all(
     candidates: Vec<Candidate>,
 ) -> Vec<(Candidate, String, Source, String, Read)> {
     use futures::StreamExt;
-    let parallel = crate::sandbox::engine::loading_slots();
+    let parallel = crate::sandbox::slots::loading_slots();
     futures::stream::iter(candidates)
         .map(|candidate| async move {
             let (name, source, bytes) = match &candidate.reference {

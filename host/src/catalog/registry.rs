@@ -20,15 +20,16 @@ use super::component::{Component, Descriptor, Source};
 use super::oci::{OciError, Pulled, Reference};
 use super::schema::{self, CheckedTool};
 use crate::sandbox::content::Content;
-use crate::sandbox::engine::{Runtime, loading_slots};
+use crate::sandbox::engine::Runtime;
 use crate::sandbox::limits::{LimitOverrides, Limits};
 use crate::sandbox::mount::{self, HeldDir, Mount};
 use crate::sandbox::net::{
     Cidr, Grant, NetPolicy, NetSettings, NetShared, Resolve, SystemResolver,
 };
 use crate::sandbox::secrets::{Injection, InjectionError, Secret, Secrets};
-use crate::sandbox::settings::{self, Settings};
-use crate::sandbox::{self, Files, Grants, Invocation, Observer, Returned, Sandbox, SlotShape};
+use crate::sandbox::settings::{self, ComponentSettings};
+use crate::sandbox::slots::loading_slots;
+use crate::sandbox::{self, Files, Grants, GuestReturn, Invocation, Observer, Sandbox, SlotShape};
 use crate::{Error, LoadError};
 
 /// The most tools one component may declare: more is a bug or an attempt to
@@ -211,13 +212,13 @@ impl Policy {
     }
 
     /// The component's settings.
-    fn settings_for(&self, component: &str) -> Arc<Settings> {
+    fn settings_for(&self, component: &str) -> Arc<ComponentSettings> {
         let map = self
             .components
             .get(component)
             .map(|p| p.settings.clone())
             .unwrap_or_default();
-        Arc::new(Settings::new(map))
+        Arc::new(ComponentSettings::new(map))
     }
 
     /// Refuses a setting that references a secret, an injection whose
@@ -731,12 +732,12 @@ impl Registry {
                 secrets: self.policy.secrets.clone(),
             },
             files: None,
-            runtime: self.runtime.clone(),
+            slots: self.runtime.slots().clone(),
         });
         let ran = sandbox::run(&describing, Invocation::Describe, Observer::default(), None).await;
         let descriptors = match ran.result {
-            Ok(Returned::Descriptors(descriptors)) => descriptors,
-            Ok(Returned::Outcome(_)) => unreachable!("describe returns descriptors"),
+            Ok(GuestReturn::Descriptors(descriptors)) => descriptors,
+            Ok(GuestReturn::Outcome(_)) => unreachable!("describe returns descriptors"),
             Err(stopped) => {
                 return Err(LoadError::Describe {
                     kind: stopped.kind,
@@ -789,7 +790,7 @@ impl Registry {
             pre: describing.pre.clone(),
             grants,
             files,
-            runtime: self.runtime.clone(),
+            slots: self.runtime.slots().clone(),
         };
         let component = Arc::new(Component {
             name,

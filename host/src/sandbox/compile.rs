@@ -1,4 +1,5 @@
-//! Compiling and linking a component: the import check, the disk cache, the
+//! Compiling and linking a component on an engine: the import check, then
+//! the compile (or the disk cache's copy), then linking against the engine's
 //! linker.
 //!
 //! Threat model: the bytes are untrusted. They are compiled and linked once,
@@ -7,11 +8,27 @@
 //! component cannot ask for a capability the host does not grant.
 //! Compilation runs off the async executor.
 
+use std::sync::Arc;
+
+use wasmtime::component::Linker;
+
 use super::bindings::ToolsetPre;
+use super::cache::DiskCache;
 use super::content::Content;
-use super::engine::EngineHandle;
-use super::store::CallState;
+use super::state::CallState;
 use crate::LoadError;
+
+/// What a component is compiled and linked with: an engine, the linker that
+/// provides WASI and the host imports on it, and the disk cache of what it
+/// compiled.
+#[derive(Clone)]
+pub(crate) struct EngineHandle {
+    pub engine: wasmtime::Engine,
+    pub linker: Arc<Linker<CallState>>,
+    pub cache: Option<Arc<DiskCache>>,
+    /// The engine's compilation settings, as [`DiskCache`] keys them.
+    pub engine_key: String,
+}
 
 /// Takes `content` compiled from the engine's disk cache, or compiles it,
 /// and links it. CPU-heavy and blocking: call it on a blocking thread.

@@ -14,17 +14,19 @@
 //! own stack lives), tables and globals come back to their initial contents.
 //! Fiber stacks are not zeroed: WebAssembly cannot read them (its locals start
 //! at zero by the spec), and zeroing them, a defence against bugs in wasmtime
-//! itself, cost 10–15 µs per call here, a third of the call. The Linux `PAGEMAP_SCAN` ioctl finds the pages to
-//! reset, but it cannot see a dirty page that was swapped out (wasmtime PR
-//! #14357), which would then keep the last call's contents. So it is used
+//! itself, would be a large share of a call's cost (measure it with
+//! `cargo bench -p toolcage-tests --bench calls`). The Linux `PAGEMAP_SCAN`
+//! ioctl finds the pages to reset, but it cannot see a dirty page that was
+//! swapped out (wasmtime PR #14357), which would then keep the last call's
+//! contents. So it is used
 //! only when no swap device is active when the runtime starts (read from
 //! `/proc/swaps`); otherwise slots are reset with `madvise`, slower but exact.
 //! Switching swap on under a running toolcage is logged as an error: restart
 //! it.
 //!
 //! A pool has room for [`RuntimeBuilder::max_concurrent_calls`] instances of
-//! the largest shape the sandbox admits (see `sandbox::MAX_MEMORIES` and
-//! friends), and a semaphore admits that many calls at once, so no call ever
+//! the largest shape the sandbox admits (see `state::MAX_MEMORIES` and
+//! friends), and its [`Slots`] admit that many calls at once, so no call ever
 //! fails for want of a slot: it waits for one within its own timeout. A slot
 //! per core is kept for loading (`describe()`), so that loading or
 //! reloading a component never waits for calls.
@@ -42,16 +44,16 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 use wasmtime::{Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::bindings::{Toolset, ToolsetPre};
+use super::bindings::ToolsetPre;
 use super::cache::{DEFAULT_DISK_CACHE_BYTES, DiskCache};
-use super::compile::compile;
+use super::compile::{EngineHandle, compile};
 use super::content::Content;
-use super::store::{
-    CallState, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES, SlotShape,
+use super::slots::{Slots, loading_slots};
+use super::state::{
+    self, CallState, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES, SlotShape,
 };
 use crate::{Error, LoadError};
 
@@ -94,21 +96,10 @@ struct Shared {
     /// uses them: a component no longer loaded (after a reload) frees its
     /// code.
     compiled: Mutex<HashMap<CompiledKey, Weak<ToolsetPre<CallState>>>>,
-    slots: Arc<Semaphore>,
-    /// Slots of their own for loading (running `describe()`), one per core
-    /// as loading runs, so that a reload never waits for calls to end.
-    loading_slots: Arc<Semaphore>,
-    max_concurrent_calls: usize,
-    /// Calls whose caller gave up (timeout, cancellation) while their worker
-    /// was still blocked in a file operation.
-    stuck: Arc<AtomicUsize>,
+    /// The slots calls (and, apart, loads) take.
+    slots: Slots,
     /// Connections tools hold open right now.
     connections: Arc<AtomicUsize>,
-}
-
-/// How many components are described at once while loading: one per core.
-pub(crate) fn loading_slots() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// A component's BLAKE3 hash and the slot shape it was compiled for.
@@ -176,15 +167,12 @@ impl RuntimeBuilder {
             Some(dir) => Some(Arc::new(DiskCache::open(dir, self.disk_cache_max_bytes)?)),
             None => None,
         };
-        let slots = self.max_concurrent_calls;
+        let slots = Slots::new(self.max_concurrent_calls);
         Ok(Runtime {
             shared: Arc::new(Shared {
-                engines: Engines::new(cache, slots + loading_slots())?,
+                engines: Engines::new(cache, slots.max_calls() + loading_slots())?,
                 compiled: Mutex::default(),
-                slots: Arc::new(Semaphore::new(slots)),
-                loading_slots: Arc::new(Semaphore::new(loading_slots())),
-                max_concurrent_calls: slots,
-                stuck: Arc::default(),
+                slots,
                 connections: Arc::default(),
             }),
         })
@@ -216,13 +204,13 @@ impl Runtime {
 
     /// How many calls may run at once.
     pub fn max_concurrent_calls(&self) -> usize {
-        self.shared.max_concurrent_calls
+        self.shared.slots.max_calls()
     }
 
     /// How many sandbox slots are running a call now (at most
     /// [`max_concurrent_calls`](Self::max_concurrent_calls)).
     pub fn busy_slots(&self) -> usize {
-        self.shared.max_concurrent_calls - self.shared.slots.available_permits()
+        self.shared.slots.busy()
     }
 
     /// How many calls were given up on (by their timeout or a cancellation)
@@ -230,11 +218,12 @@ impl Runtime {
     /// returned yet, such as a read of a FIFO or of a stalled network mount.
     /// Each holds a thread and a slot until the operation returns.
     pub fn stuck_calls(&self) -> usize {
-        self.shared.stuck.load(Ordering::Relaxed)
+        self.shared.slots.stuck()
     }
 
-    pub(crate) fn stuck_counter(&self) -> &Arc<AtomicUsize> {
-        &self.shared.stuck
+    /// The slots this runtime's calls take: what a sandbox holds.
+    pub(crate) fn slots(&self) -> &Slots {
+        &self.shared.slots
     }
 
     /// How many network connections tools hold open right now, across every
@@ -247,34 +236,6 @@ impl Runtime {
 
     pub(crate) fn connection_counter(&self) -> &Arc<AtomicUsize> {
         &self.shared.connections
-    }
-
-    /// A free slot, if there is one now.
-    pub(crate) fn free_slot(&self, loading: bool) -> Option<OwnedSemaphorePermit> {
-        let slots = match loading {
-            true => &self.shared.loading_slots,
-            false => &self.shared.slots,
-        };
-        slots.clone().try_acquire_owned().ok()
-    }
-
-    /// Waits for a free slot until `deadline`.
-    pub(crate) async fn slot(
-        &self,
-        deadline: Instant,
-        loading: bool,
-    ) -> Option<OwnedSemaphorePermit> {
-        let slots = match loading {
-            true => self.shared.loading_slots.clone(),
-            false => self.shared.slots.clone(),
-        };
-        if let Ok(permit) = slots.clone().try_acquire_owned() {
-            return Some(permit);
-        }
-        tokio::time::timeout_at(deadline.into(), slots.acquire_owned())
-            .await
-            .ok()?
-            .ok()
     }
 
     /// Compiles and links `content` for components run in slots of
@@ -325,21 +286,10 @@ impl Runtime {
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
-            .field("max_concurrent_calls", &self.shared.max_concurrent_calls)
+            .field("max_concurrent_calls", &self.shared.slots.max_calls())
             .field("pagemap_scan", &self.shared.engines.pagemap_scan)
             .finish_non_exhaustive()
     }
-}
-
-/// An engine, the linker that provides WASI and the host imports on it, and
-/// the disk cache of what it compiled.
-#[derive(Clone)]
-pub(crate) struct EngineHandle {
-    pub engine: wasmtime::Engine,
-    pub linker: Arc<Linker<CallState>>,
-    pub cache: Option<Arc<DiskCache>>,
-    /// The engine's compilation settings, as [`DiskCache`] keys them.
-    pub engine_key: String,
 }
 
 /// The engines, by slot shape, and their ticker.
@@ -430,11 +380,7 @@ impl Engines {
             }
         };
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .and_then(|()| super::net::sockets::add_to_linker(&mut linker, CallState::lookups))
-            .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
-            .and_then(|()| Toolset::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state))
-            .map_err(|e| Error::Engine(format!("{e:#}")))?;
+        state::add_to_linker(&mut linker).map_err(|e| Error::Engine(format!("{e:#}")))?;
         Ok(EngineHandle {
             engine_key: DiskCache::engine_key(&engine),
             engine,

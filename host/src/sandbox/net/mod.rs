@@ -47,7 +47,7 @@ use grant::{Destination, Host, Scheme};
 use super::limits::Limits;
 use super::secrets::redact::Redactor;
 use super::secrets::{Injection, Secrets};
-use super::store::truncate;
+use super::text::truncate;
 
 /// The most refusals a call's logs note; later ones are counted in one last
 /// line.
@@ -658,6 +658,17 @@ impl WasiHttpHooks for Egress {
                 }
             }
         })
+    }
+}
+
+/// `text` with the secrets `redactor` knows replaced, counted on `meter`.
+pub(crate) fn redacted(redactor: Option<&Redactor>, meter: &Meter, text: String) -> String {
+    match redactor.map(|r| r.text(&text)) {
+        Some((std::borrow::Cow::Owned(redacted), n)) => {
+            meter.redacted(n);
+            redacted
+        }
+        _ => text,
     }
 }
 

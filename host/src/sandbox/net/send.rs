@@ -30,7 +30,7 @@ use wasmtime_wasi_http::{Error, WasiBody};
 use super::grant::{Destination, Host, Scheme};
 use super::{Budget, Meter, NetLimit, NetPolicy, Notes, address, redacted_cut};
 use crate::sandbox::secrets::redact::{self, Redactor};
-use crate::sandbox::store::truncate;
+use crate::sandbox::text::truncate;
 
 /// Where a request goes, checked against the grants, not yet resolved; and
 /// what it is sent within.
