@@ -10,6 +10,9 @@
 use std::path::PathBuf;
 
 use crate::ErrorKind;
+use crate::sandbox::compile::ComponentError;
+use crate::sandbox::content::{ContentError, MAX_COMPONENT_BYTES};
+use crate::sandbox::text::with_causes;
 
 /// An operator-side error: configuration, mounts, files the operator named.
 #[derive(Debug, thiserror::Error)]
@@ -41,16 +44,10 @@ pub enum Error {
         /// Why it is invalid.
         message: String,
     },
-    /// A mount's host directory cannot be used.
-    #[error("cannot mount {host} at {guest}: {reason}")]
-    Mount {
-        /// The host directory.
-        host: PathBuf,
-        /// The guest path.
-        guest: String,
-        /// Why.
-        reason: String,
-    },
+    /// A mount cannot be granted: its host directory cannot be used, or
+    /// lending it would be unsafe.
+    #[error(transparent)]
+    Mount(#[from] crate::MountError),
     /// A tools directory cannot be read.
     #[error("cannot read tools directory {path}")]
     ToolsDir {
@@ -60,17 +57,14 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// The WebAssembly engine could not be created.
-    #[error("cannot create the WebAssembly engine: {0}")]
-    Engine(String),
-    /// A file of extra TLS roots for tools' requests cannot be used.
-    #[error("cannot use the CA file {path}: {reason}")]
-    CaFile {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
+    /// The runtime could not be built: its engine, or its disk cache of
+    /// compiled components.
+    #[error(transparent)]
+    Runtime(#[from] crate::RuntimeError),
+    /// TLS for tools' requests cannot be set up, such as with a CA file the
+    /// operator named.
+    #[error(transparent)]
+    Tls(#[from] crate::TlsError),
     /// A network grant pattern is not valid.
     #[error(transparent)]
     Grant(#[from] crate::GrantError),
@@ -92,14 +86,6 @@ pub enum Error {
     /// a registry.
     #[error(transparent)]
     Oci(#[from] crate::oci::OciError),
-    /// The disk cache of compiled components cannot be used.
-    #[error("cannot use the compile cache {path}: {reason}")]
-    DiskCache {
-        /// The cache directory.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
 }
 
 /// Why a component file was skipped at load. Every variant but
@@ -163,4 +149,37 @@ pub enum LoadError {
         /// What is wrong.
         reason: String,
     },
+}
+
+/// The sandbox's reasons as a load report says them.
+impl From<ContentError> for LoadError {
+    fn from(error: ContentError) -> LoadError {
+        match error {
+            ContentError::Changed => LoadError::Changed,
+            ContentError::Read(e) => LoadError::Io(e.to_string()),
+            ContentError::NotAFile => LoadError::Io("not a regular file".into()),
+            ContentError::TooLarge => {
+                LoadError::Io(format!("larger than {MAX_COMPONENT_BYTES} bytes"))
+            }
+            error @ ContentError::Thread { .. } => LoadError::Io(with_causes(&error)),
+        }
+    }
+}
+
+impl From<ComponentError> for LoadError {
+    fn from(error: ComponentError) -> LoadError {
+        match error {
+            ComponentError::Content(error) => error.into(),
+            ComponentError::NotWasm => LoadError::NotWasm,
+            ComponentError::CoreModule => LoadError::CoreModule,
+            ComponentError::UnknownImport(name) => LoadError::Import(format!(
+                "`{name}` (toolcage provides the WASI 0.2 cli, clocks, filesystem, io, random and sockets interfaces, outgoing wasi:http, and toolcage:tool/host)"
+            )),
+            ComponentError::Engine(error) => LoadError::Compile(with_causes(&*error)),
+            ComponentError::Compile(error) => LoadError::Compile(format!("{error:#}")),
+            error @ ComponentError::CompilerThread(_) => LoadError::Compile(with_causes(&error)),
+            ComponentError::Link(error) => LoadError::Import(format!("{error:#}")),
+            ComponentError::Export(error) => LoadError::Export(format!("{error:#}")),
+        }
+    }
 }

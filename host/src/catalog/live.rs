@@ -526,7 +526,9 @@ async fn prepare_all(
                 None => (
                     component_name(&candidate.path),
                     Source::File(candidate.path.clone()),
-                    Content::of_file(&candidate.path).await,
+                    Content::of_file(&candidate.path)
+                        .await
+                        .map_err(LoadError::from),
                 ),
             };
             let hash = match &bytes {

@@ -19,7 +19,8 @@ use jsonschema::Validator;
 use super::component::{Component, Descriptor, Source};
 use super::oci::{OciError, Pulled, Reference};
 use super::schema::{self, CheckedTool};
-use crate::sandbox::content::Content;
+use crate::sandbox::compile::ComponentError;
+use crate::sandbox::content::{Content, ContentError};
 use crate::sandbox::engine::Runtime;
 use crate::sandbox::limits::{LimitOverrides, Limits};
 use crate::sandbox::mount::{self, HeldDir, Mount};
@@ -29,6 +30,7 @@ use crate::sandbox::net::{
 use crate::sandbox::secrets::{Injection, InjectionError, Secret, Secrets};
 use crate::sandbox::settings::{self, ComponentSettings};
 use crate::sandbox::slots::loading_slots;
+use crate::sandbox::text::with_causes;
 use crate::sandbox::{self, Files, Grants, GuestReturn, Invocation, Observer, Sandbox, SlotShape};
 use crate::{Error, LoadError};
 
@@ -533,7 +535,9 @@ impl Registry {
 
     /// Loads the component in `bytes` under the name `component`.
     pub async fn load_bytes(&mut self, component: &str, bytes: impl Into<Vec<u8>>) -> FileReport {
-        let bytes = Content::of_bytes(bytes.into()).await;
+        let bytes = Content::of_bytes(bytes.into())
+            .await
+            .map_err(LoadError::from);
         self.load_source(component.to_string(), Source::Bytes, bytes)
             .await
     }
@@ -541,7 +545,7 @@ impl Registry {
     /// Loads the component file at `path`; its name is the file stem.
     pub async fn load_file(&mut self, path: impl AsRef<Path>) -> FileReport {
         let path = path.as_ref();
-        let bytes = Content::of_file(path).await;
+        let bytes = Content::of_file(path).await.map_err(LoadError::from);
         self.load_source(
             component_name(path),
             Source::File(path.to_path_buf()),
@@ -620,7 +624,9 @@ impl Registry {
                 if let Source::Oci { digest, .. } = &mut source {
                     *digest = verified.digest.to_string();
                 }
-                Content::of_bytes(verified.bytes).await
+                Content::of_bytes(verified.bytes)
+                    .await
+                    .map_err(LoadError::from)
             }
             Err(error) => Err(LoadError::Distribution(error)),
         };
@@ -632,7 +638,7 @@ impl Registry {
     async fn load_files(&mut self, files: Vec<PathBuf>) -> Vec<FileReport> {
         let sources = files.into_iter().map(|path| async move {
             let name = component_name(&path);
-            let bytes = Content::of_file(&path).await;
+            let bytes = Content::of_file(&path).await.map_err(LoadError::from);
             (name, Source::File(path), bytes)
         });
         self.load_sources(sources).await
@@ -713,7 +719,7 @@ impl Registry {
         let pre = match (self.runtime.compile(content, shape).await, &source) {
             // Replaced between hashing and reading (an editor saving): once
             // more, with what the file holds now.
-            (Err(LoadError::Changed), Source::File(path)) => {
+            (Err(ComponentError::Content(ContentError::Changed)), Source::File(path)) => {
                 let content = Content::of_file(path).await?;
                 hash = content.hash.clone();
                 self.runtime.compile(content, shape).await?
@@ -785,7 +791,7 @@ impl Registry {
             .iter()
             .map(|mount| (mount.clone(), self.policy.held[mount.host()].clone()))
             .collect();
-        let files = Files::new(held).map_err(|e| LoadError::Mount(e.to_string()))?;
+        let files = Files::new(held).map_err(|e| LoadError::Mount(with_causes(&e)))?;
         let sandbox = Sandbox {
             pre: describing.pre.clone(),
             grants,

@@ -48,14 +48,37 @@ use wasmtime::component::Linker;
 use wasmtime::{Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::ToolsetPre;
+use super::cache::OwnedDirError;
 use super::cache::{DEFAULT_DISK_CACHE_BYTES, DiskCache};
+use super::compile::ComponentError;
 use super::compile::{EngineHandle, compile};
 use super::content::Content;
 use super::slots::{Slots, loading_slots};
 use super::state::{
     self, CallState, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES, SlotShape,
 };
-use crate::{Error, LoadError};
+
+/// Why a [`Runtime`] cannot be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// The thread that advances the engines' epochs cannot be started.
+    #[error("cannot create the WebAssembly engine: cannot start the epoch ticker")]
+    Ticker(#[source] std::io::Error),
+    /// wasmtime refused the engine's configuration, or linking the host's
+    /// imports on it.
+    #[error("cannot create the WebAssembly engine")]
+    Engine(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The disk cache of compiled components cannot be used.
+    #[error("cannot use the compile cache {path}")]
+    DiskCache {
+        /// The cache directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: OwnedDirError,
+    },
+}
 
 /// How many calls may run at once by default, each in its own slot.
 pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 32;
@@ -162,9 +185,12 @@ impl RuntimeBuilder {
 
     /// Starts the engines' epoch ticker thread. It stops when the last clone
     /// of the runtime, and every registry using it, is dropped.
-    pub fn build(self) -> Result<Runtime, Error> {
+    pub fn build(self) -> Result<Runtime, RuntimeError> {
         let cache = match self.disk_cache {
-            Some(dir) => Some(Arc::new(DiskCache::open(dir, self.disk_cache_max_bytes)?)),
+            Some(path) => match DiskCache::open(&path, self.disk_cache_max_bytes) {
+                Ok(cache) => Some(Arc::new(cache)),
+                Err(source) => return Err(RuntimeError::DiskCache { path, source }),
+            },
             None => None,
         };
         let slots = Slots::new(self.max_concurrent_calls);
@@ -181,13 +207,13 @@ impl RuntimeBuilder {
 
 impl Runtime {
     /// A runtime with every default: see [`RuntimeBuilder`].
-    pub fn new() -> Result<Self, Error> {
+    pub fn new() -> Result<Self, RuntimeError> {
         Runtime::builder().build()
     }
 
     /// Like [`Runtime::new`], also caching compiled components on disk in
     /// `dir` (see [`RuntimeBuilder::disk_cache`]).
-    pub fn with_disk_cache(dir: impl Into<PathBuf>) -> Result<Self, Error> {
+    pub fn with_disk_cache(dir: impl Into<PathBuf>) -> Result<Self, RuntimeError> {
         Runtime::builder().disk_cache(dir).build()
     }
 
@@ -244,7 +270,7 @@ impl Runtime {
         &self,
         content: Content,
         shape: SlotShape,
-    ) -> Result<Arc<ToolsetPre<CallState>>, LoadError> {
+    ) -> Result<Arc<ToolsetPre<CallState>>, ComponentError> {
         let key = (content.hash.clone(), shape);
         if let Some(pre) = self.compiled().get(&key).and_then(Weak::upgrade) {
             return Ok(pre);
@@ -253,10 +279,10 @@ impl Runtime {
             .shared
             .engines
             .get(shape)
-            .map_err(|e| LoadError::Compile(e.to_string()))?;
+            .map_err(|e| ComponentError::Engine(e.into()))?;
         let pre = tokio::task::spawn_blocking(move || compile(&engine, content))
             .await
-            .map_err(|e| LoadError::Compile(format!("the compiler thread failed: {e}")))??;
+            .map_err(ComponentError::CompilerThread)??;
         let pre = Arc::new(pre);
         let mut compiled = self.compiled();
         compiled.retain(|_, pre| pre.strong_count() > 0);
@@ -303,7 +329,7 @@ struct Engines {
 }
 
 impl Engines {
-    fn new(cache: Option<Arc<DiskCache>>, slots: usize) -> Result<Self, Error> {
+    fn new(cache: Option<Arc<DiskCache>>, slots: usize) -> Result<Self, RuntimeError> {
         let ticked: Arc<Mutex<Vec<wasmtime::Engine>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let pagemap_scan = no_swap_active() && PoolingAllocationConfig::is_pagemap_scan_available();
@@ -330,7 +356,7 @@ impl Engines {
                     }
                 }
             })
-            .map_err(|e| Error::Engine(format!("cannot start the epoch ticker: {e}")))?;
+            .map_err(RuntimeError::Ticker)?;
         Ok(Engines {
             cache,
             slots: u32::try_from(slots).unwrap_or(u32::MAX),
@@ -342,7 +368,7 @@ impl Engines {
     }
 
     /// The engine for components run in slots of `shape`.
-    fn get(&self, shape: SlotShape) -> Result<EngineHandle, Error> {
+    fn get(&self, shape: SlotShape) -> Result<EngineHandle, RuntimeError> {
         let mut by_shape = self.by_shape.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(handle) = by_shape.get(&shape) {
             return Ok(handle.clone());
@@ -356,7 +382,7 @@ impl Engines {
         Ok(handle)
     }
 
-    fn new_engine(&self, shape: SlotShape) -> Result<EngineHandle, Error> {
+    fn new_engine(&self, shape: SlotShape) -> Result<EngineHandle, RuntimeError> {
         let mut config = wasmtime::Config::new();
         config
             .wasm_component_model(true)
@@ -376,11 +402,11 @@ impl Engines {
                     "cannot reserve the pool of sandbox slots ({e:#}); allocating each instance on demand, which is slower"
                 );
                 config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
-                wasmtime::Engine::new(&config).map_err(|e| Error::Engine(format!("{e:#}")))?
+                wasmtime::Engine::new(&config).map_err(|e| RuntimeError::Engine(e.into()))?
             }
         };
         let mut linker = Linker::new(&engine);
-        state::add_to_linker(&mut linker).map_err(|e| Error::Engine(format!("{e:#}")))?;
+        state::add_to_linker(&mut linker).map_err(|e| RuntimeError::Engine(e.into()))?;
         Ok(EngineHandle {
             engine_key: DiskCache::engine_key(&engine),
             engine,

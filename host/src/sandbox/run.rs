@@ -24,7 +24,7 @@ use wasmtime_wasi_http::WasiHttpCtx;
 
 use super::bindings::{ToolsetPre, WitDescriptor, WitOutcome};
 use super::limits::Limits;
-use super::mount::{HeldDir, Mount};
+use super::mount::{HeldDir, Mount, MountError};
 use super::net::{Egress, Meter, NetPolicy, NetUsage, redacted};
 use super::outcome::{CancelToken, ErrorKind, GuestEvent, GuestEvents, LogLevel, Logs, Observer};
 use super::secrets::Secrets;
@@ -35,7 +35,6 @@ use super::state::{
     CallState, CappedPipe, GrowthRefusals, MAX_COMPONENT_HANDLES, MAX_WASI_RESOURCES, MemoryLimiter,
 };
 use super::text::{human_bytes, human_duration};
-use crate::Error;
 
 /// What one host call may copy out of the guest beyond the output limit: the
 /// outcome's framing, and room for WASI requests.
@@ -108,11 +107,11 @@ pub(crate) struct Files {
 impl Files {
     /// The filesystem of `mounts`, each opened through the directory held
     /// open for it; `None` when there are no mounts.
-    pub fn new(mounts: Vec<(Mount, HeldDir)>) -> Result<Option<Files>, Error> {
+    pub fn new(mounts: Vec<(Mount, HeldDir)>) -> Result<Option<Files>, MountError> {
         if mounts.is_empty() {
             return Ok(None);
         }
-        let build = |inline: bool| -> Result<WasiFilesystemCtx, Error> {
+        let build = |inline: bool| -> Result<WasiFilesystemCtx, MountError> {
             let mut wasi = WasiCtx::builder();
             wasi.allow_blocking_current_thread(inline);
             for (mount, held) in &mounts {
@@ -122,11 +121,7 @@ impl Files {
                     FsPerms::ReadOnly
                 };
                 wasi.preopened_dir(held.path(), mount.guest(), perms)
-                    .map_err(|e| Error::Mount {
-                        host: mount.host().to_path_buf(),
-                        guest: mount.guest().to_string(),
-                        reason: format!("{e:#}"),
-                    })?;
+                    .map_err(|e| mount.unopenable(e.into()))?;
             }
             Ok(wasi.build().filesystem().clone())
         };

@@ -42,9 +42,34 @@ pub(crate) fn human_duration(duration: Duration) -> String {
     }
 }
 
+/// `error` and its causes, joined by `: ` (as `anyhow` prints `{:#}`): for
+/// where a message must be text.
+pub(crate) fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(error) = cause {
+        text.push_str(": ");
+        text.push_str(&error.to_string());
+        cause = error.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn causes_are_joined() {
+        let io = std::io::Error::other("disk on fire");
+        let error: Box<dyn std::error::Error + Send + Sync> = Box::new(io);
+        assert_eq!(with_causes(&*error), "disk on fire");
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot read")]
+        struct Outer(#[source] std::io::Error);
+        let outer = Outer(std::io::Error::other("disk on fire"));
+        assert_eq!(with_causes(&outer), "cannot read: disk on fire");
+    }
 
     #[test]
     fn truncates_on_char_boundaries() {

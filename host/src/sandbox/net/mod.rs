@@ -280,25 +280,24 @@ impl NetShared {
         resolver: Arc<dyn Resolve>,
         ca_files: &[PathBuf],
         open_connections: Arc<AtomicUsize>,
-    ) -> Result<NetShared, crate::Error> {
+    ) -> Result<NetShared, TlsError> {
         let mut roots = rustls::RootCertStore {
             roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
         };
         for path in ca_files {
             for certificate in read_certificates(path)? {
-                roots.add(certificate).map_err(|e| crate::Error::CaFile {
-                    path: path.clone(),
-                    reason: format!("a certificate in it was refused: {e}"),
-                })?;
+                roots
+                    .add(certificate)
+                    .map_err(|e| TlsError::CertificateRefused {
+                        path: path.clone(),
+                        source: e.into(),
+                    })?;
             }
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| crate::Error::InvalidSetting {
-                what: "TLS for tools' requests",
-                message: e.to_string(),
-            })?
+            .map_err(|e| TlsError::Protocols(e.into()))?
             .with_root_certificates(roots)
             .with_no_client_auth();
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -310,20 +309,66 @@ impl NetShared {
     }
 }
 
+/// Why TLS for tools' requests cannot be set up: a CA file the operator
+/// named cannot be used, or rustls refused the configuration.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// The CA file cannot be read.
+    #[error("cannot use the CA file {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The CA file is not PEM certificates.
+    #[error("cannot use the CA file {path}: not PEM certificates")]
+    NotPem {
+        /// The file.
+        path: PathBuf,
+        /// What the parser found.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The CA file holds no certificate.
+    #[error("cannot use the CA file {path}: it holds no PEM certificate")]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A certificate in the CA file was refused as a root.
+    #[error("cannot use the CA file {path}: a certificate in it was refused")]
+    CertificateRefused {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// rustls refused the protocol versions.
+    #[error("invalid TLS for tools' requests")]
+    Protocols(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
 fn read_certificates(
     path: &Path,
-) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, crate::Error> {
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, TlsError> {
     use rustls::pki_types::pem::PemObject;
-    let fail = |reason: String| crate::Error::CaFile {
-        path: path.to_path_buf(),
-        reason,
-    };
-    let pem = std::fs::read(path).map_err(|e: io::Error| fail(e.to_string()))?;
+    let path_buf = || path.to_path_buf();
+    let pem = std::fs::read(path).map_err(|source| TlsError::Read {
+        path: path_buf(),
+        source,
+    })?;
     let certificates = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| fail(format!("not PEM certificates: {e}")))?;
+        .map_err(|e| TlsError::NotPem {
+            path: path_buf(),
+            source: e.into(),
+        })?;
     if certificates.is_empty() {
-        return Err(fail("it holds no PEM certificate".into()));
+        return Err(TlsError::Empty { path: path_buf() });
     }
     Ok(certificates)
 }
@@ -473,6 +518,9 @@ type Done = Box<dyn Future<Output = Result<(), Error>> + Send>;
 type Sent = Box<dyn Future<Output = Result<(http::Response<WasiBody>, Done), Error>> + Send>;
 
 impl WasiHttpHooks for Egress {
+    /// Checks `request` against the grants and the budgets, adds the
+    /// operator's credentials, and hands it to toolcage's sender; or
+    /// refuses it, noted, before anything leaves.
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
@@ -480,145 +528,32 @@ impl WasiHttpHooks for Egress {
         _response_done: Done,
     ) -> Sent {
         let method = request.method().as_str().to_string();
-        let uri = request.uri().clone();
-        let what = format!("{method} {uri}");
-        let scheme = match uri.scheme_str() {
-            Some("http") => Scheme::Http,
-            Some("https") => Scheme::Https,
-            _ => {
-                return self.refuse(
-                    &what,
-                    "only http and https are supported",
-                    Error::HttpProtocolError,
-                );
-            }
+        let what = format!("{method} {}", request.uri());
+        let (destination, path) = match self.destination(request.uri(), &what) {
+            Ok(parsed) => parsed,
+            Err(refused) => return refused,
         };
-        let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
-        // A query without a path (`?q=1`) is the root's.
-        let path = match uri.path_and_query().map(|p| p.as_str()) {
-            None | Some("") => "/".to_string(),
-            Some(p) if !p.starts_with('/') => format!("/{p}"),
-            Some(p) => p.to_string(),
-        };
-        let destination = match Destination::http(scheme, authority, &path) {
-            Ok(destination) => destination,
-            Err(why) => return self.refuse(&what, &why, Error::HttpRequestUriInvalid),
-        };
-        let Some(policy) = self.policy.clone() else {
-            let why = self.missing_grant(&destination, &method);
-            return self.refuse(&what, &why, Error::HttpRequestDenied);
-        };
-        let mut matching: Vec<&Grant> = policy
-            .grants
-            .iter()
-            .filter(|g| g.allows(&destination, Some(&method)))
-            .collect();
-        if matching.is_empty() {
-            let why = self.missing_grant(&destination, &method);
-            return self.refuse(&what, &why, Error::HttpRequestDenied);
-        }
-        // Headers some servers obey to take another path or method would
-        // get around a grant that limits them.
-        let override_header = OVERRIDE_HEADERS
-            .iter()
-            .find(|name| request.headers().contains_key(**name));
-        if let Some(name) = override_header {
-            matching.retain(|g| !g.is_narrowed());
-            if matching.is_empty() {
-                let why = format!(
-                    "it carries {name}, which a grant limited to a path or to methods does not allow"
-                );
-                return self.refuse(&what, &why, Error::HttpRequestDenied);
-            }
-        }
-        let named_exactly = matching.iter().any(|g| g.names_exactly(&destination.host));
-        if let Host::Ip(ip) = destination.host
-            && !named_exactly
-            && !address::allowed(ip, &policy.allow_private)
-        {
-            let why = format!(
-                "{ip} is {}; only a grant naming {ip} exactly, or allow_private, lets it through",
-                address::special(ip).unwrap_or("special")
-            );
-            return self.refuse(&what, &why, Error::DestinationIpProhibited);
-        }
-        // The operator's credentials, where an injection matches; and the
-        // response's redaction.
         let mut request = request;
-        let secrets = policy.secrets.current();
-        let overridden = override_header.is_some();
-        for injection in &policy.injections {
-            if !injection.applies(&destination, &method, overridden) {
-                continue;
-            }
-            match injection.render(&secrets) {
-                // Replaces whatever the guest set, every value of it.
-                Ok((name, value)) => {
-                    request.headers_mut().insert(name, value);
-                }
-                Err(missing) => {
-                    let why = format!(
-                        "its {} header needs the secret `{missing}`, which is not set (the operator's secrets changed since the start?)",
-                        injection.header()
-                    );
-                    return self.refuse(&what, &why, Error::HttpRequestDenied);
-                }
-            }
-        }
-        // Compressed bytes cannot be searched for secrets: a response from
-        // an origin that receives secrets must come unencoded.
-        let identity_only = policy
-            .injections
-            .iter()
-            .any(|injection| injection.same_origin(&destination));
-        if identity_only {
-            request.headers_mut().insert(
-                http::header::ACCEPT_ENCODING,
-                http::HeaderValue::from_static("identity"),
-            );
-        }
-        let redactor = secrets.redactor().cloned();
-        // The request head counts against the bytes a call may send.
-        let head = head_bytes(&request, &path);
-        let before = self.meter.bytes_out.fetch_add(head, Ordering::AcqRel);
-        if before.saturating_add(head) > self.budget.bytes_out {
-            self.meter.bytes_out.fetch_sub(head, Ordering::AcqRel);
-            self.meter.breach(NetLimit::BytesOut);
-            let why = format!(
-                "its head ({head} bytes) would take the call past its limit of {} bytes sent",
-                self.budget.bytes_out
-            );
-            return self.refuse(
-                &what,
-                &why,
-                Error::HttpRequestHeaderSectionSize(u32::try_from(head).ok()),
-            );
-        }
-        // Counted from here on, whatever its lookup answers: a lookup is
-        // itself a message to the world.
-        let sent = self.meter.requests.fetch_add(1, Ordering::AcqRel);
-        if sent >= u64::from(self.budget.requests) {
-            self.meter.requests.fetch_sub(1, Ordering::AcqRel);
-            self.meter.bytes_out.fetch_sub(head, Ordering::AcqRel);
-            self.meter.breach(NetLimit::Requests);
-            let why = format!(
-                "the call has sent {} requests, its limit",
-                self.budget.requests
-            );
-            return self.refuse(&what, &why, Error::HttpRequestDenied);
-        }
+        let granted = self
+            .granted(&destination, &method, request.headers(), &what)
+            .and_then(|grant| self.inject(grant, &destination, &method, &mut request, &what))
+            .and_then(|grant| self.charge(&request, &path, &what).map(|()| grant));
+        let Granted {
+            policy,
+            named_exactly,
+            identity_only,
+            redactor,
+            ..
+        } = match granted {
+            Ok(granted) => granted,
+            Err(refused) => return refused,
+        };
         if tracing::enabled!(target: "toolcage::net", tracing::Level::DEBUG) {
             let line = format!("{method} {destination}{path}");
             let line = redacted_cut(self.redactor.as_deref(), &self.meter, line, usize::MAX);
             tracing::debug!(target: "toolcage::net", "{}", line.escape_debug());
         }
-        if uri.path_and_query().map(|p| p.as_str()) != Some(path.as_str()) {
-            let mut parts = uri.into_parts();
-            parts.path_and_query = path.parse().ok();
-            if let Ok(fixed) = http::Uri::from_parts(parts) {
-                *request.uri_mut() = fixed;
-            }
-        }
+        set_path(&mut request, &path);
         let options = options.unwrap_or_default();
         let outgoing = send::Outgoing {
             connect_timeout: self.timeout(options.connect_timeout, self.budget.first_byte),
@@ -636,29 +571,230 @@ impl WasiHttpHooks for Egress {
             identity_only,
             redactor,
         };
-        let (notes, what) = (self.notes.clone(), outgoing.what.clone());
-        Box::new(async move {
-            use futures::FutureExt as _;
-            // A bug in the sender (or a panicking resolver of the embedder's)
-            // fails this request, not the call or the host. The panic's own
-            // message went to the panic hook; nothing here formats a
-            // request, so no secret is in it.
-            match std::panic::AssertUnwindSafe(send::send(outgoing, request))
-                .catch_unwind()
-                .await
-            {
-                Ok(sent) => sent,
-                Err(_) => {
-                    notes(format!(
-                        "toolcage: {what} failed: toolcage's HTTP sender panicked (a bug; the host's stderr has the panic)"
-                    ));
-                    Err(Error::InternalError(Some(
-                        "toolcage's HTTP sender panicked".into(),
-                    )))
-                }
+        sent_safely(outgoing, request)
+    }
+}
+
+/// What a request's grant check decided, for sending it.
+struct Granted {
+    policy: Arc<NetPolicy>,
+    /// Whether a matching grant names the host exactly (lets a special
+    /// address through).
+    named_exactly: bool,
+    /// Whether the request carries a header that asks for another path or
+    /// method.
+    overridden: bool,
+    /// Whether the response must come unencoded, to be searched for secrets.
+    identity_only: bool,
+    /// What redacts the secrets current when the request went out.
+    redactor: Option<Arc<Redactor>>,
+}
+
+impl Egress {
+    /// Where `uri` goes, and its path (`/` when empty), parsed strictly.
+    fn destination(&self, uri: &http::Uri, what: &str) -> Result<(Destination, String), Sent> {
+        let scheme = match uri.scheme_str() {
+            Some("http") => Scheme::Http,
+            Some("https") => Scheme::Https,
+            _ => {
+                return Err(self.refuse(
+                    what,
+                    "only http and https are supported",
+                    Error::HttpProtocolError,
+                ));
             }
+        };
+        let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
+        // A query without a path (`?q=1`) is the root's.
+        let path = match uri.path_and_query().map(|p| p.as_str()) {
+            None | Some("") => "/".to_string(),
+            Some(p) if !p.starts_with('/') => format!("/{p}"),
+            Some(p) => p.to_string(),
+        };
+        match Destination::http(scheme, authority, &path) {
+            Ok(destination) => Ok((destination, path)),
+            Err(why) => Err(self.refuse(what, &why, Error::HttpRequestUriInvalid)),
+        }
+    }
+
+    /// The grants that let `destination` through for `method`: refused when
+    /// none does, when an override header meets only narrowed grants, or
+    /// when a special address is not named exactly.
+    fn granted(
+        &self,
+        destination: &Destination,
+        method: &str,
+        headers: &http::HeaderMap,
+        what: &str,
+    ) -> Result<Granted, Sent> {
+        let Some(policy) = self.policy.clone() else {
+            let why = self.missing_grant(destination, method);
+            return Err(self.refuse(what, &why, Error::HttpRequestDenied));
+        };
+        let mut matching: Vec<&Grant> = policy
+            .grants
+            .iter()
+            .filter(|g| g.allows(destination, Some(method)))
+            .collect();
+        if matching.is_empty() {
+            let why = self.missing_grant(destination, method);
+            return Err(self.refuse(what, &why, Error::HttpRequestDenied));
+        }
+        // Headers some servers obey to take another path or method would
+        // get around a grant that limits them.
+        let override_header = OVERRIDE_HEADERS
+            .iter()
+            .find(|name| headers.contains_key(**name));
+        if let Some(name) = override_header {
+            matching.retain(|g| !g.is_narrowed());
+            if matching.is_empty() {
+                let why = format!(
+                    "it carries {name}, which a grant limited to a path or to methods does not allow"
+                );
+                return Err(self.refuse(what, &why, Error::HttpRequestDenied));
+            }
+        }
+        let named_exactly = matching.iter().any(|g| g.names_exactly(&destination.host));
+        if let Host::Ip(ip) = destination.host
+            && !named_exactly
+            && !address::allowed(ip, &policy.allow_private)
+        {
+            let why = format!(
+                "{ip} is {}; only a grant naming {ip} exactly, or allow_private, lets it through",
+                address::special(ip).unwrap_or("special")
+            );
+            return Err(self.refuse(what, &why, Error::DestinationIpProhibited));
+        }
+        Ok(Granted {
+            policy,
+            named_exactly,
+            overridden: override_header.is_some(),
+            identity_only: false,
+            redactor: None,
         })
     }
+
+    /// Adds the operator's credentials where an injection matches, asks for
+    /// an unencoded response from an origin that receives secrets, and
+    /// takes the redaction of the secrets current now.
+    fn inject(
+        &self,
+        mut granted: Granted,
+        destination: &Destination,
+        method: &str,
+        request: &mut http::Request<WasiBody>,
+        what: &str,
+    ) -> Result<Granted, Sent> {
+        let policy = &granted.policy;
+        let secrets = policy.secrets.current();
+        for injection in &policy.injections {
+            if !injection.applies(destination, method, granted.overridden) {
+                continue;
+            }
+            match injection.render(&secrets) {
+                // Replaces whatever the guest set, every value of it.
+                Ok((name, value)) => {
+                    request.headers_mut().insert(name, value);
+                }
+                Err(missing) => {
+                    let why = format!(
+                        "its {} header needs the secret `{missing}`, which is not set (the operator's secrets changed since the start?)",
+                        injection.header()
+                    );
+                    return Err(self.refuse(what, &why, Error::HttpRequestDenied));
+                }
+            }
+        }
+        // Compressed bytes cannot be searched for secrets: a response from
+        // an origin that receives secrets must come unencoded.
+        granted.identity_only = policy
+            .injections
+            .iter()
+            .any(|injection| injection.same_origin(destination));
+        if granted.identity_only {
+            request.headers_mut().insert(
+                http::header::ACCEPT_ENCODING,
+                http::HeaderValue::from_static("identity"),
+            );
+        }
+        granted.redactor = secrets.redactor().cloned();
+        Ok(granted)
+    }
+
+    /// Counts the request and its head against the call's budgets, or
+    /// refuses it when either is spent.
+    fn charge(
+        &self,
+        request: &http::Request<WasiBody>,
+        path: &str,
+        what: &str,
+    ) -> Result<(), Sent> {
+        let head = head_bytes(request, path);
+        let before = self.meter.bytes_out.fetch_add(head, Ordering::AcqRel);
+        if before.saturating_add(head) > self.budget.bytes_out {
+            self.meter.bytes_out.fetch_sub(head, Ordering::AcqRel);
+            self.meter.breach(NetLimit::BytesOut);
+            let why = format!(
+                "its head ({head} bytes) would take the call past its limit of {} bytes sent",
+                self.budget.bytes_out
+            );
+            let code = Error::HttpRequestHeaderSectionSize(u32::try_from(head).ok());
+            return Err(self.refuse(what, &why, code));
+        }
+        // Counted from here on, whatever its lookup answers: a lookup is
+        // itself a message to the world.
+        let sent = self.meter.requests.fetch_add(1, Ordering::AcqRel);
+        if sent >= u64::from(self.budget.requests) {
+            self.meter.requests.fetch_sub(1, Ordering::AcqRel);
+            self.meter.bytes_out.fetch_sub(head, Ordering::AcqRel);
+            self.meter.breach(NetLimit::Requests);
+            let why = format!(
+                "the call has sent {} requests, its limit",
+                self.budget.requests
+            );
+            return Err(self.refuse(what, &why, Error::HttpRequestDenied));
+        }
+        Ok(())
+    }
+}
+
+/// Gives `request` the path checked, where the guest's differed (no path,
+/// or a query without one).
+fn set_path(request: &mut http::Request<WasiBody>, path: &str) {
+    let uri = request.uri();
+    if uri.path_and_query().map(|p| p.as_str()) == Some(path) {
+        return;
+    }
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = path.parse().ok();
+    if let Ok(fixed) = http::Uri::from_parts(parts) {
+        *request.uri_mut() = fixed;
+    }
+}
+
+/// Sends `request` with toolcage's sender. A bug in the sender (or a
+/// panicking resolver of the embedder's) fails this request, not the call
+/// or the host. The panic's own message went to the panic hook; nothing
+/// here formats a request, so no secret is in it.
+fn sent_safely(outgoing: send::Outgoing, request: http::Request<WasiBody>) -> Sent {
+    let (notes, what) = (outgoing.notes.clone(), outgoing.what.clone());
+    Box::new(async move {
+        use futures::FutureExt as _;
+        match std::panic::AssertUnwindSafe(send::send(outgoing, request))
+            .catch_unwind()
+            .await
+        {
+            Ok(sent) => sent,
+            Err(_) => {
+                notes(format!(
+                    "toolcage: {what} failed: toolcage's HTTP sender panicked (a bug; the host's stderr has the panic)"
+                ));
+                Err(Error::InternalError(Some(
+                    "toolcage's HTTP sender panicked".into(),
+                )))
+            }
+        }
+    })
 }
 
 /// `text` with the secrets `redactor` knows replaced, counted on `meter`.
