@@ -455,3 +455,116 @@ fn no_swap_active() -> bool {
     std::fs::read_to_string("/proc/swaps")
         .is_ok_and(|swaps| swaps.lines().skip(1).all(|l| l.trim().is_empty()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builder_denies_by_default_and_keeps_at_least_one_slot() {
+        let builder = RuntimeBuilder::default();
+        assert_eq!(builder.max_concurrent_calls, DEFAULT_MAX_CONCURRENT_CALLS);
+        assert_eq!(builder.disk_cache, None, "no disk cache unless asked");
+        assert_eq!(builder.disk_cache_max_bytes, DEFAULT_DISK_CACHE_BYTES);
+        assert_eq!(builder.max_concurrent_calls(0).max_concurrent_calls, 1);
+    }
+
+    #[test]
+    fn a_runtime_counts_its_slots() {
+        let runtime = Runtime::builder().max_concurrent_calls(2).build().unwrap();
+        assert_eq!(runtime.max_concurrent_calls(), 2);
+        assert_eq!(runtime.disk_cache_dir(), None);
+        assert_eq!(
+            (runtime.busy_slots(), runtime.stuck_calls()),
+            (0, 0),
+            "a new runtime runs nothing"
+        );
+        let call = runtime.slots().free(false).unwrap();
+        let load = runtime.slots().free(true).unwrap();
+        assert_eq!(runtime.busy_slots(), 1, "loading has slots of its own");
+        let clone = runtime.clone();
+        let _second = clone.slots().free(false).unwrap();
+        assert!(
+            runtime.slots().free(false).is_none(),
+            "clones share the slots"
+        );
+        drop((call, load));
+        assert_eq!(runtime.busy_slots(), 1);
+    }
+
+    #[test]
+    fn one_engine_serves_each_slot_shape() {
+        let runtime = Runtime::new().unwrap();
+        let engines = &runtime.shared.engines;
+        let small = SlotShape {
+            stack_bytes: 512 << 10,
+            memory_bytes: 16 << 20,
+        };
+        let large = SlotShape {
+            memory_bytes: 64 << 20,
+            ..small
+        };
+        let first = engines.get(small).unwrap();
+        assert!(wasmtime::Engine::same(
+            &first.engine,
+            &engines.get(small).unwrap().engine
+        ));
+        let other = engines.get(large).unwrap();
+        assert!(!wasmtime::Engine::same(&first.engine, &other.engine));
+        let ticked = engines.ticked.lock().unwrap().len();
+        assert_eq!(ticked, 2, "the ticker advances every engine made");
+    }
+
+    #[test]
+    fn the_disk_cache_is_made_owner_only_and_refused_where_it_cannot_be() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let runtime = Runtime::with_disk_cache(&cache).unwrap();
+        let held = runtime.disk_cache_dir().unwrap();
+        assert_eq!(held, cache.canonicalize().unwrap());
+        let mode = std::fs::metadata(held).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let error = Runtime::with_disk_cache(file.join("cache")).unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                RuntimeError::DiskCache {
+                    source: OwnedDirError::Create(_),
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert!(
+            std::error::Error::source(&error).is_some(),
+            "the cause is kept"
+        );
+    }
+
+    #[tokio::test]
+    async fn bytes_that_are_no_component_are_refused_before_linking() {
+        let runtime = Runtime::new().unwrap();
+        let shape = SlotShape {
+            stack_bytes: 512 << 10,
+            memory_bytes: 16 << 20,
+        };
+        let compile = |bytes: &[u8]| {
+            let (runtime, bytes) = (runtime.clone(), bytes.to_vec());
+            async move {
+                let content = Content::of_bytes(bytes).await.unwrap();
+                runtime.compile(content, shape).await.err().unwrap()
+            }
+        };
+        let error = compile(b"not wasm at all").await;
+        assert!(matches!(error, ComponentError::NotWasm), "{error:?}");
+        let error = compile(b"\0asm\x01\0\0\0").await;
+        assert!(matches!(error, ComponentError::CoreModule), "{error:?}");
+        // An empty component compiles, but exports no tool.
+        let error = compile(b"\0asm\x0d\0\x01\0").await;
+        assert!(matches!(error, ComponentError::Export(_)), "{error:?}");
+        assert_eq!(runtime.compiled_components(), 0, "nothing failed is kept");
+    }
+}
