@@ -26,28 +26,30 @@
 
 mod address;
 pub(crate) mod grant;
+mod meter;
+mod policy;
 mod resolve;
 mod send;
 pub(crate) mod sockets;
 
-use std::io;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 pub use grant::{Cidr, Grant, GrantError};
+pub(crate) use meter::{Budget, Meter, Notes, redacted, redacted_cut};
+pub use meter::{NetLimit, NetUsage};
+pub use policy::TlsError;
+pub(crate) use policy::{NetPolicy, NetSettings, NetShared};
 pub use resolve::{Lookup, Resolve, SystemResolver};
 
 use grant::{Destination, Host, Scheme};
 
 use super::limits::Limits;
 use super::secrets::redact::Redactor;
-use super::secrets::{Injection, Secrets};
-use super::text::truncate;
 
 /// The most refusals a call's logs note; later ones are counted in one last
 /// line.
@@ -58,320 +60,6 @@ const MAX_DESTINATION_NOTED: usize = 512;
 
 /// How many of a component's grants a refusal lists.
 const MAX_GRANTS_NOTED: usize = 5;
-
-/// Where a call's refusals are noted: its logs (stderr, the events its
-/// caller receives). The tracing log is written here, after the line is
-/// redacted and cut.
-pub(crate) type Notes = Arc<dyn Fn(String) + Send + Sync>;
-
-/// What a call used of the network, on [`CallResult::net`](crate::CallResult::net).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct NetUsage {
-    /// Requests past the grant check and within the budget: each HTTP
-    /// request, lookup and TCP connect, counted when it goes out, even when
-    /// its answer is then refused (a lookup is a message too).
-    pub requests: u64,
-    /// Requests refused: no grant, a special address, a budget spent.
-    pub denied: u64,
-    /// Request bytes sent: heads and bodies.
-    pub bytes_out: u64,
-    /// Response body bytes received.
-    pub bytes_in: u64,
-    /// Secrets replaced with `[redacted secret NAME]`: in responses the tool
-    /// received, and in what the call handed back (output, details, logs,
-    /// progress, stdout, stderr). Anything above 0 in the second place means
-    /// the tool got hold of a secret another way and tried to pass it on.
-    pub redactions: u64,
-    /// The first network budget the call breached, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<NetLimit>,
-}
-
-/// A per-call network budget ([`Limits`](crate::Limits)`::net_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NetLimit {
-    /// [`Limits::net_requests`](crate::Limits::net_requests).
-    Requests,
-    /// [`Limits::net_bytes_out`](crate::Limits::net_bytes_out).
-    BytesOut,
-    /// [`Limits::net_bytes_in`](crate::Limits::net_bytes_in).
-    BytesIn,
-    /// [`Limits::net_connections`](crate::Limits::net_connections).
-    Connections,
-    /// [`Limits::net_first_byte_timeout`](crate::Limits::net_first_byte_timeout).
-    FirstByte,
-    /// [`Limits::net_between_bytes_timeout`](crate::Limits::net_between_bytes_timeout).
-    BetweenBytes,
-}
-
-impl NetLimit {
-    const ALL: [NetLimit; 6] = [
-        NetLimit::Requests,
-        NetLimit::BytesOut,
-        NetLimit::BytesIn,
-        NetLimit::Connections,
-        NetLimit::FirstByte,
-        NetLimit::BetweenBytes,
-    ];
-}
-
-/// A call's network budgets, from its [`Limits`].
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Budget {
-    pub requests: u32,
-    pub bytes_out: u64,
-    pub bytes_in: u64,
-    pub connections: u32,
-    pub first_byte: Duration,
-    pub between_bytes: Duration,
-}
-
-impl Budget {
-    pub(crate) fn of(limits: &Limits) -> Self {
-        Budget {
-            requests: limits.net_requests,
-            bytes_out: limits.net_bytes_out,
-            bytes_in: limits.net_bytes_in,
-            connections: limits.net_connections,
-            first_byte: limits.net_first_byte_timeout,
-            between_bytes: limits.net_between_bytes_timeout,
-        }
-    }
-}
-
-/// What a call has used so far, shared by its hooks and the bodies and
-/// connections they spawn.
-#[derive(Default)]
-pub(crate) struct Meter {
-    requests: AtomicU64,
-    denied: AtomicU64,
-    bytes_out: AtomicU64,
-    bytes_in: AtomicU64,
-    redactions: AtomicU64,
-    open: AtomicUsize,
-    /// 1 + the index in [`NetLimit::ALL`] of the first breach; 0 for none.
-    limit: AtomicU8,
-    refusals_noted: AtomicUsize,
-    /// Notified when the last open connection closes.
-    closed: tokio::sync::Notify,
-    /// Set when the call has ended: whatever of its network work is left
-    /// stops.
-    ended: std::sync::atomic::AtomicBool,
-    ending: tokio::sync::Notify,
-}
-
-impl Meter {
-    fn breach(&self, limit: NetLimit) {
-        let index = NetLimit::ALL.iter().position(|l| *l == limit).unwrap_or(0) as u8;
-        let _ = self
-            .limit
-            .compare_exchange(0, index + 1, Ordering::AcqRel, Ordering::Acquire);
-    }
-
-    /// Counts `n` secrets redacted.
-    pub(crate) fn redacted(&self, n: u64) {
-        if n > 0 {
-            self.redactions.fetch_add(n, Ordering::AcqRel);
-        }
-    }
-
-    /// Ends the call's network work: requests still being sent and
-    /// connections still open stop at their next poll, even if the call's
-    /// store outlives it (a worker stuck in a file operation).
-    pub(crate) fn end(&self) {
-        self.ended.store(true, Ordering::Release);
-        self.ending.notify_waiters();
-    }
-
-    /// Resolves when [`Meter::end`] is called.
-    async fn ended(&self) {
-        loop {
-            let ending = self.ending.notified();
-            if self.ended.load(Ordering::Acquire) {
-                return;
-            }
-            ending.await;
-        }
-    }
-
-    /// Waits, at most `grace`, for the call's connections to close. A call's
-    /// connections live in tasks its store owns; dropping the store aborts
-    /// them, and an abort takes effect when the runtime next polls them.
-    pub(crate) async fn closed(&self, grace: Duration) {
-        if self.open.load(Ordering::Acquire) == 0 {
-            return;
-        }
-        let wait = async {
-            loop {
-                let closed = self.closed.notified();
-                if self.open.load(Ordering::Acquire) == 0 {
-                    return;
-                }
-                closed.await;
-            }
-        };
-        if tokio::time::timeout(grace, wait).await.is_err() {
-            tracing::warn!(
-                target: "toolcage::net",
-                open = self.open.load(Ordering::Acquire),
-                "a call's connections were still open {} ms after it ended",
-                grace.as_millis()
-            );
-        }
-    }
-
-    /// The figures so far.
-    pub(crate) fn usage(&self) -> NetUsage {
-        NetUsage {
-            requests: self.requests.load(Ordering::Acquire),
-            denied: self.denied.load(Ordering::Acquire),
-            bytes_out: self.bytes_out.load(Ordering::Acquire),
-            bytes_in: self.bytes_in.load(Ordering::Acquire),
-            redactions: self.redactions.load(Ordering::Acquire),
-            limit: match self.limit.load(Ordering::Acquire) {
-                0 => None,
-                n => NetLimit::ALL.get(usize::from(n) - 1).copied(),
-            },
-        }
-    }
-}
-
-/// What a component may reach: its grants, and the ranges its granted names
-/// may resolve into; the secrets its requests carry; with what every
-/// component shares.
-pub(crate) struct NetPolicy {
-    pub grants: Vec<Grant>,
-    pub allow_private: Vec<Cidr>,
-    pub injections: Vec<Injection>,
-    pub secrets: Secrets,
-    pub shared: Arc<NetShared>,
-}
-
-impl std::fmt::Debug for NetPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NetPolicy")
-            .field("grants", &self.grants)
-            .field("allow_private", &self.allow_private)
-            .field("injections", &self.injections)
-            .field("secrets", &self.secrets)
-            .finish_non_exhaustive()
-    }
-}
-
-/// What every component's requests share: the resolver, the TLS settings,
-/// and the count of connections open across the runtime.
-pub(crate) struct NetShared {
-    pub resolver: Arc<dyn Resolve>,
-    pub tls: Arc<rustls::ClientConfig>,
-    pub open_connections: Arc<AtomicUsize>,
-}
-
-impl std::fmt::Debug for NetShared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NetShared").finish_non_exhaustive()
-    }
-}
-
-impl NetShared {
-    /// The resolver, and TLS trusting the web PKI roots plus the
-    /// certificates in `ca_files` (PEM).
-    pub(crate) fn new(
-        resolver: Arc<dyn Resolve>,
-        ca_files: &[PathBuf],
-        open_connections: Arc<AtomicUsize>,
-    ) -> Result<NetShared, TlsError> {
-        let mut roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        for path in ca_files {
-            for certificate in read_certificates(path)? {
-                roots
-                    .add(certificate)
-                    .map_err(|e| TlsError::CertificateRefused {
-                        path: path.clone(),
-                        source: e.into(),
-                    })?;
-            }
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| TlsError::Protocols(e.into()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Ok(NetShared {
-            resolver,
-            tls: Arc::new(tls),
-            open_connections,
-        })
-    }
-}
-
-/// Why TLS for tools' requests cannot be set up: a CA file the operator
-/// named cannot be used, or rustls refused the configuration.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum TlsError {
-    /// The CA file cannot be read.
-    #[error("cannot use the CA file {path}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
-    /// The CA file is not PEM certificates.
-    #[error("cannot use the CA file {path}: not PEM certificates")]
-    NotPem {
-        /// The file.
-        path: PathBuf,
-        /// What the parser found.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// The CA file holds no certificate.
-    #[error("cannot use the CA file {path}: it holds no PEM certificate")]
-    Empty {
-        /// The file.
-        path: PathBuf,
-    },
-    /// A certificate in the CA file was refused as a root.
-    #[error("cannot use the CA file {path}: a certificate in it was refused")]
-    CertificateRefused {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// rustls refused the protocol versions.
-    #[error("invalid TLS for tools' requests")]
-    Protocols(#[source] Box<dyn std::error::Error + Send + Sync>),
-}
-
-fn read_certificates(
-    path: &Path,
-) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, TlsError> {
-    use rustls::pki_types::pem::PemObject;
-    let path_buf = || path.to_path_buf();
-    let pem = std::fs::read(path).map_err(|source| TlsError::Read {
-        path: path_buf(),
-        source,
-    })?;
-    let certificates = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::NotPem {
-            path: path_buf(),
-            source: e.into(),
-        })?;
-    if certificates.is_empty() {
-        return Err(TlsError::Empty { path: path_buf() });
-    }
-    Ok(certificates)
-}
 
 /// A call's network hooks: each request checked against the component's
 /// policy and budgets, then sent by toolcage's sender, or refused and
@@ -795,49 +483,4 @@ fn sent_safely(outgoing: send::Outgoing, request: http::Request<WasiBody>) -> Se
             }
         }
     })
-}
-
-/// `text` with the secrets `redactor` knows replaced, counted on `meter`.
-pub(crate) fn redacted(redactor: Option<&Redactor>, meter: &Meter, text: String) -> String {
-    match redactor.map(|r| r.text(&text)) {
-        Some((std::borrow::Cow::Owned(redacted), n)) => {
-            meter.redacted(n);
-            redacted
-        }
-        _ => text,
-    }
-}
-
-/// `text` with the call's secrets redacted (counted on `meter`), then cut
-/// to `max` bytes so that no secret's start survives the cut.
-pub(crate) fn redacted_cut(
-    redactor: Option<&Redactor>,
-    meter: &Meter,
-    text: String,
-    max: usize,
-) -> String {
-    match redactor {
-        None => truncate(text, max),
-        Some(redactor) => {
-            let (text, n) = redactor.cut(&text, max);
-            meter.redacted(n);
-            text
-        }
-    }
-}
-
-/// The shared network state a registry builds from the operator's settings.
-#[derive(Default, Clone)]
-pub(crate) struct NetSettings {
-    pub resolver: Option<Arc<dyn Resolve>>,
-    pub ca_files: Vec<PathBuf>,
-}
-
-impl std::fmt::Debug for NetSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NetSettings")
-            .field("resolver", &self.resolver.as_ref().map(|_| "custom"))
-            .field("ca_files", &self.ca_files)
-            .finish()
-    }
 }

@@ -27,8 +27,10 @@ use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 use wasmtime_wasi_http::{Error, WasiBody};
 
+use super::address;
 use super::grant::{Destination, Host, Scheme};
-use super::{Budget, Meter, NetLimit, NetPolicy, Notes, address, redacted_cut};
+use super::meter::{Budget, Meter, NetLimit, Notes, redacted_cut};
+use super::policy::NetPolicy;
 use crate::sandbox::secrets::redact::{self, Redactor};
 use crate::sandbox::text::truncate;
 

@@ -30,7 +30,8 @@ use wasmtime_wasi::sockets::SocketAddrUse;
 
 use super::address;
 use super::grant::{Destination, Host as DestinationHost, Scheme};
-use super::{Budget, Meter, NetLimit, NetPolicy, Notes};
+use super::meter::{Budget, Meter, NetLimit, Notes};
+use super::policy::NetPolicy;
 
 /// Which names this call looked up, by the addresses they answered: a
 /// connect to one of those addresses is judged by the name's grants.
