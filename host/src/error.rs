@@ -9,6 +9,11 @@
 
 use std::path::PathBuf;
 
+use crate::ErrorKind;
+use crate::sandbox::compile::ComponentError;
+use crate::sandbox::content::{ContentError, MAX_COMPONENT_BYTES};
+use crate::sandbox::text::with_causes;
+
 /// An operator-side error: configuration, mounts, files the operator named.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -39,16 +44,10 @@ pub enum Error {
         /// Why it is invalid.
         message: String,
     },
-    /// A mount's host directory cannot be used.
-    #[error("cannot mount {host} at {guest}: {reason}")]
-    Mount {
-        /// The host directory.
-        host: PathBuf,
-        /// The guest path.
-        guest: String,
-        /// Why.
-        reason: String,
-    },
+    /// A mount cannot be granted: its host directory cannot be used, or
+    /// lending it would be unsafe.
+    #[error(transparent)]
+    Mount(#[from] crate::MountError),
     /// A tools directory cannot be read.
     #[error("cannot read tools directory {path}")]
     ToolsDir {
@@ -58,17 +57,14 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// The WebAssembly engine could not be created.
-    #[error("cannot create the WebAssembly engine: {0}")]
-    Engine(String),
-    /// A file of extra TLS roots for tools' requests cannot be used.
-    #[error("cannot use the CA file {path}: {reason}")]
-    CaFile {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
+    /// The runtime could not be built: its engine, or its disk cache of
+    /// compiled components.
+    #[error(transparent)]
+    Runtime(#[from] crate::RuntimeError),
+    /// TLS for tools' requests cannot be set up, such as with a CA file the
+    /// operator named.
+    #[error(transparent)]
+    Tls(#[from] crate::TlsError),
     /// A network grant pattern is not valid.
     #[error(transparent)]
     Grant(#[from] crate::GrantError),
@@ -90,73 +86,6 @@ pub enum Error {
     /// a registry.
     #[error(transparent)]
     Oci(#[from] crate::oci::OciError),
-    /// The disk cache of compiled components cannot be used.
-    #[error("cannot use the compile cache {path}: {reason}")]
-    DiskCache {
-        /// The cache directory.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
-}
-
-/// Why a call failed. Every kind reaches the model as an error outcome whose
-/// `output` says what to do next; none of them affects other calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ErrorKind {
-    /// No tool has that name.
-    NotFound,
-    /// The arguments are not JSON, or do not match the tool's input schema.
-    InvalidArguments,
-    /// The tool ran and reported a failure (its `Err` outcome), or returned
-    /// something malformed.
-    ToolError,
-    /// The call used up its fuel (its instruction budget).
-    OutOfFuel,
-    /// The call ran past its wall-clock timeout.
-    Timeout,
-    /// The call tried to grow its memory past the limit.
-    MemoryLimit,
-    /// The call's output and details together were larger than allowed.
-    OutputLimit,
-    /// The guest trapped: a panic, a stack overflow, an unreachable, a failed
-    /// host call.
-    Trap,
-    /// The call was cancelled by its caller.
-    Cancelled,
-    /// The operator's permission rules refused the call.
-    PermissionDenied,
-    /// The call is of a kind toolcage cannot run, such as an OpenAI custom
-    /// tool call (free-text input, where toolcage's tools take JSON): it did
-    /// not run.
-    Unsupported,
-}
-
-impl ErrorKind {
-    /// The kind's name as it appears in JSON (`out_of_fuel`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::NotFound => "not_found",
-            ErrorKind::InvalidArguments => "invalid_arguments",
-            ErrorKind::ToolError => "tool_error",
-            ErrorKind::OutOfFuel => "out_of_fuel",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::MemoryLimit => "memory_limit",
-            ErrorKind::OutputLimit => "output_limit",
-            ErrorKind::Trap => "trap",
-            ErrorKind::Cancelled => "cancelled",
-            ErrorKind::PermissionDenied => "permission_denied",
-            ErrorKind::Unsupported => "unsupported",
-        }
-    }
-}
-
-impl std::fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// Why a component file was skipped at load. Every variant but
@@ -220,4 +149,37 @@ pub enum LoadError {
         /// What is wrong.
         reason: String,
     },
+}
+
+/// The sandbox's reasons as a load report says them.
+impl From<ContentError> for LoadError {
+    fn from(error: ContentError) -> LoadError {
+        match error {
+            ContentError::Changed => LoadError::Changed,
+            ContentError::Read(e) => LoadError::Io(e.to_string()),
+            ContentError::NotAFile => LoadError::Io("not a regular file".into()),
+            ContentError::TooLarge => {
+                LoadError::Io(format!("larger than {MAX_COMPONENT_BYTES} bytes"))
+            }
+            error @ ContentError::Thread { .. } => LoadError::Io(with_causes(&error)),
+        }
+    }
+}
+
+impl From<ComponentError> for LoadError {
+    fn from(error: ComponentError) -> LoadError {
+        match error {
+            ComponentError::Content(error) => error.into(),
+            ComponentError::NotWasm => LoadError::NotWasm,
+            ComponentError::CoreModule => LoadError::CoreModule,
+            ComponentError::UnknownImport(name) => LoadError::Import(format!(
+                "`{name}` (toolcage provides the WASI 0.2 cli, clocks, filesystem, io, random and sockets interfaces, outgoing wasi:http, and toolcage:tool/host)"
+            )),
+            ComponentError::Engine(error) => LoadError::Compile(with_causes(&*error)),
+            ComponentError::Compile(error) => LoadError::Compile(format!("{error:#}")),
+            error @ ComponentError::CompilerThread(_) => LoadError::Compile(with_causes(&error)),
+            ComponentError::Link(error) => LoadError::Import(format!("{error:#}")),
+            ComponentError::Export(error) => LoadError::Export(format!("{error:#}")),
+        }
+    }
 }

@@ -79,18 +79,18 @@ pub use config::{
     CONFIG_FILE_NAME, ComponentConfig, Config, ConfigError, ConfigKey, NetworkConfig, OciConfig,
     SecretSource, TrustConfig, TrustKeyConfig,
 };
-pub use error::{Error, ErrorKind, LoadError};
-pub use sandbox::cache::DEFAULT_DISK_CACHE_BYTES;
+pub use error::{Error, LoadError};
+pub use sandbox::cache::{DEFAULT_DISK_CACHE_BYTES, OwnedDirError};
 pub use sandbox::content::MAX_COMPONENT_BYTES;
 pub use sandbox::engine::{
-    DEFAULT_MAX_CONCURRENT_CALLS, KEEP_RESIDENT_BYTES, Runtime, RuntimeBuilder,
+    DEFAULT_MAX_CONCURRENT_CALLS, KEEP_RESIDENT_BYTES, Runtime, RuntimeBuilder, RuntimeError,
 };
 pub use sandbox::limits::{LimitOverrides, Limits};
-pub use sandbox::mount::Mount;
+pub use sandbox::mount::{Mount, MountError};
 pub use sandbox::net::{
-    Cidr, Grant, GrantError, Lookup, NetLimit, NetUsage, Resolve, SystemResolver,
+    Cidr, Grant, GrantError, Lookup, NetLimit, NetUsage, Resolve, SystemResolver, TlsError,
 };
-pub use sandbox::outcome::{CancelToken, GuestEvent, LogLevel, Logs};
+pub use sandbox::outcome::{CancelToken, ErrorKind, GuestEvent, LogLevel, Logs};
 pub use sandbox::secrets::{
     Injection, InjectionError, MIN_SECRET_BYTES, Secret, SecretError, Secrets,
     UNREDACTED_LOG_TARGETS, may_carry_unredacted_bytes,

@@ -328,6 +328,7 @@ impl<'r> Call<'r> {
     }
 
     /// The arguments, when they parsed.
+    #[cfg(feature = "mcp")]
     pub(crate) fn parsed(&self) -> Option<&Value> {
         match &self.arguments {
             Parsed::Value(value) => Some(value),

@@ -13,7 +13,7 @@ use super::{CallOptions, CallResult, MAX_ARGUMENT_BYTES, too_large};
 use crate::ErrorKind;
 use crate::catalog::registry::{Entry, with_stderr};
 use crate::catalog::schema;
-use crate::sandbox::{self, Invocation, Observer, Returned, human_bytes};
+use crate::sandbox::{self, GuestReturn, Invocation, Observer, human_bytes};
 
 /// Runs the tool of `entry` with `arguments` (valid) in a fresh sandbox.
 pub(super) async fn run(
@@ -42,7 +42,7 @@ pub(super) async fn run(
     result.slot_wait = ran.slot_wait;
     result.net = ran.net;
     match ran.result {
-        Ok(Returned::Outcome(returned)) => {
+        Ok(GuestReturn::Outcome(returned)) => {
             let is_error = returned.is_err();
             let outcome = returned.unwrap_or_else(|outcome| outcome);
             let size = outcome.output.len() + outcome.details.as_ref().map_or(0, String::len);
@@ -64,7 +64,7 @@ pub(super) async fn run(
                 );
             }
         }
-        Ok(Returned::Descriptors(_)) => unreachable!("call returns an outcome"),
+        Ok(GuestReturn::Descriptors(_)) => unreachable!("call returns an outcome"),
         Err(stopped) => {
             result.error_kind = Some(stopped.kind);
             result.output = match stopped.kind {

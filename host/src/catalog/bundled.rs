@@ -9,6 +9,7 @@
 
 use super::component::Source;
 use super::registry::{FileReport, Registry};
+use crate::LoadError;
 use crate::sandbox::content::Content;
 
 include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
@@ -21,7 +22,9 @@ impl Registry {
             (
                 name.to_string(),
                 Source::Bundled,
-                Content::of_bytes(bytes.to_vec()).await,
+                Content::of_bytes(bytes.to_vec())
+                    .await
+                    .map_err(LoadError::from),
             )
         });
         self.load_sources(sources).await

@@ -518,7 +518,7 @@ async fn prepare_all(
     candidates: Vec<Candidate>,
 ) -> Vec<(Candidate, String, Source, String, Read)> {
     use futures::StreamExt;
-    let parallel = crate::sandbox::engine::loading_slots();
+    let parallel = crate::sandbox::slots::loading_slots();
     futures::stream::iter(candidates)
         .map(|candidate| async move {
             let (name, source, bytes) = match &candidate.reference {
@@ -526,7 +526,9 @@ async fn prepare_all(
                 None => (
                     component_name(&candidate.path),
                     Source::File(candidate.path.clone()),
-                    Content::of_file(&candidate.path).await,
+                    Content::of_file(&candidate.path)
+                        .await
+                        .map_err(LoadError::from),
                 ),
             };
             let hash = match &bytes {

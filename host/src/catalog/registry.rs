@@ -19,16 +19,19 @@ use jsonschema::Validator;
 use super::component::{Component, Descriptor, Source};
 use super::oci::{OciError, Pulled, Reference};
 use super::schema::{self, CheckedTool};
-use crate::sandbox::content::Content;
-use crate::sandbox::engine::{Runtime, loading_slots};
+use crate::sandbox::compile::ComponentError;
+use crate::sandbox::content::{Content, ContentError};
+use crate::sandbox::engine::Runtime;
 use crate::sandbox::limits::{LimitOverrides, Limits};
 use crate::sandbox::mount::{self, HeldDir, Mount};
 use crate::sandbox::net::{
     Cidr, Grant, NetPolicy, NetSettings, NetShared, Resolve, SystemResolver,
 };
 use crate::sandbox::secrets::{Injection, InjectionError, Secret, Secrets};
-use crate::sandbox::settings::{self, Settings};
-use crate::sandbox::{self, Files, Grants, Invocation, Observer, Returned, Sandbox, SlotShape};
+use crate::sandbox::settings::{self, ComponentSettings};
+use crate::sandbox::slots::loading_slots;
+use crate::sandbox::text::with_causes;
+use crate::sandbox::{self, Files, Grants, GuestReturn, Invocation, Observer, Sandbox, SlotShape};
 use crate::{Error, LoadError};
 
 /// The most tools one component may declare: more is a bug or an attempt to
@@ -211,13 +214,13 @@ impl Policy {
     }
 
     /// The component's settings.
-    fn settings_for(&self, component: &str) -> Arc<Settings> {
+    fn settings_for(&self, component: &str) -> Arc<ComponentSettings> {
         let map = self
             .components
             .get(component)
             .map(|p| p.settings.clone())
             .unwrap_or_default();
-        Arc::new(Settings::new(map))
+        Arc::new(ComponentSettings::new(map))
     }
 
     /// Refuses a setting that references a secret, an injection whose
@@ -538,7 +541,9 @@ impl Registry {
 
     /// Loads the component in `bytes` under the name `component`.
     pub async fn load_bytes(&mut self, component: &str, bytes: impl Into<Vec<u8>>) -> FileReport {
-        let bytes = Content::of_bytes(bytes.into()).await;
+        let bytes = Content::of_bytes(bytes.into())
+            .await
+            .map_err(LoadError::from);
         self.load_source(component.to_string(), Source::Bytes, bytes)
             .await
     }
@@ -546,7 +551,7 @@ impl Registry {
     /// Loads the component file at `path`; its name is the file stem.
     pub async fn load_file(&mut self, path: impl AsRef<Path>) -> FileReport {
         let path = path.as_ref();
-        let bytes = Content::of_file(path).await;
+        let bytes = Content::of_file(path).await.map_err(LoadError::from);
         self.load_source(
             component_name(path),
             Source::File(path.to_path_buf()),
@@ -625,7 +630,9 @@ impl Registry {
                 if let Source::Oci { digest, .. } = &mut source {
                     *digest = verified.digest.to_string();
                 }
-                Content::of_bytes(verified.bytes).await
+                Content::of_bytes(verified.bytes)
+                    .await
+                    .map_err(LoadError::from)
             }
             Err(error) => Err(LoadError::Distribution(error)),
         };
@@ -637,7 +644,7 @@ impl Registry {
     async fn load_files(&mut self, files: Vec<PathBuf>) -> Vec<FileReport> {
         let sources = files.into_iter().map(|path| async move {
             let name = component_name(&path);
-            let bytes = Content::of_file(&path).await;
+            let bytes = Content::of_file(&path).await.map_err(LoadError::from);
             (name, Source::File(path), bytes)
         });
         self.load_sources(sources).await
@@ -718,7 +725,7 @@ impl Registry {
         let pre = match (self.runtime.compile(content, shape).await, &source) {
             // Replaced between hashing and reading (an editor saving): once
             // more, with what the file holds now.
-            (Err(LoadError::Changed), Source::File(path)) => {
+            (Err(ComponentError::Content(ContentError::Changed)), Source::File(path)) => {
                 let content = Content::of_file(path).await?;
                 hash = content.hash.clone();
                 self.runtime.compile(content, shape).await?
@@ -737,12 +744,12 @@ impl Registry {
                 secrets: self.policy.secrets.clone(),
             },
             files: None,
-            runtime: self.runtime.clone(),
+            slots: self.runtime.slots().clone(),
         });
         let ran = sandbox::run(&describing, Invocation::Describe, Observer::default(), None).await;
         let descriptors = match ran.result {
-            Ok(Returned::Descriptors(descriptors)) => descriptors,
-            Ok(Returned::Outcome(_)) => unreachable!("describe returns descriptors"),
+            Ok(GuestReturn::Descriptors(descriptors)) => descriptors,
+            Ok(GuestReturn::Outcome(_)) => unreachable!("describe returns descriptors"),
             Err(stopped) => {
                 return Err(LoadError::Describe {
                     kind: stopped.kind,
@@ -790,12 +797,12 @@ impl Registry {
             .iter()
             .map(|mount| (mount.clone(), self.policy.held[mount.host()].clone()))
             .collect();
-        let files = Files::new(held).map_err(|e| LoadError::Mount(e.to_string()))?;
+        let files = Files::new(held).map_err(|e| LoadError::Mount(with_causes(&e)))?;
         let sandbox = Sandbox {
             pre: describing.pre.clone(),
             grants,
             files,
-            runtime: self.runtime.clone(),
+            slots: self.runtime.slots().clone(),
         };
         let component = Arc::new(Component {
             name,

@@ -36,7 +36,36 @@ use std::time::{Duration, SystemTime};
 
 use wasmtime::component::Component;
 
-use crate::Error;
+/// Why a directory cannot be held as the current user's own (the disk
+/// cache's, or another that holds what toolcage runs).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OwnedDirError {
+    /// It does not exist and cannot be created.
+    #[error("cannot create it")]
+    Create(#[source] std::io::Error),
+    /// It cannot be resolved or inspected.
+    #[error(transparent)]
+    Inspect(std::io::Error),
+    /// Another user owns it, who could change what toolcage runs.
+    #[error("owned by user {owner}, not by this user ({user}), who would run the code it holds")]
+    ForeignOwner {
+        /// Its owner.
+        owner: u32,
+        /// The current user.
+        user: u32,
+    },
+    /// Its group or others can write to it, and it cannot be made
+    /// owner-only.
+    #[error("others can write to it (mode {mode:o}) and it cannot be made owner-only")]
+    Unprotectable {
+        /// Its permission bits.
+        mode: u32,
+        /// Why it could not be changed.
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// How much the cache holds by default before it removes the entries used
 /// least recently.
@@ -67,29 +96,29 @@ pub(crate) struct DiskCache {
 /// user could change what toolcage runs), and makes it owner-only if its
 /// group or others could write to it. Returns it canonical, and the user.
 /// `what` names it in the log.
-pub(crate) fn owned_dir(dir: &Path, what: &str) -> Result<(PathBuf, u32), String> {
+pub(crate) fn owned_dir(dir: &Path, what: &str) -> Result<(PathBuf, u32), OwnedDirError> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("cannot create it: {e}"))?;
-    let canonical = dir.canonicalize().map_err(|e| e.to_string())?;
-    let meta = fs::metadata(&canonical).map_err(|e| e.to_string())?;
+        .map_err(OwnedDirError::Create)?;
+    let canonical = dir.canonicalize().map_err(OwnedDirError::Inspect)?;
+    let meta = fs::metadata(&canonical).map_err(OwnedDirError::Inspect)?;
     // SAFETY: geteuid has no preconditions and cannot fail.
     #[allow(unsafe_code)]
     let user = unsafe { libc::geteuid() };
     if meta.uid() != user {
-        return Err(format!(
-            "owned by user {}, not by this user ({user}), who would run the code it holds",
-            meta.uid()
-        ));
+        return Err(OwnedDirError::ForeignOwner {
+            owner: meta.uid(),
+            user,
+        });
     }
     if meta.mode() & 0o022 != 0 {
-        fs::set_permissions(&canonical, fs::Permissions::from_mode(0o700)).map_err(|e| {
-            format!(
-                "others can write to it (mode {:o}) and it cannot be made owner-only: {e}",
-                meta.mode() & 0o777
-            )
+        fs::set_permissions(&canonical, fs::Permissions::from_mode(0o700)).map_err(|source| {
+            OwnedDirError::Unprotectable {
+                mode: meta.mode() & 0o777,
+                source,
+            }
         })?;
         tracing::info!(dir = %canonical.display(), "{what} was writable by others: made it owner-only");
     }
@@ -100,12 +129,8 @@ impl DiskCache {
     /// Opens `dir`, creating it (owner-only) if it does not exist. Refuses
     /// a directory that is not the current user's own, and makes it
     /// owner-only if its group or others could write to it.
-    pub fn open(dir: PathBuf, max_bytes: u64) -> Result<Self, Error> {
-        let (canonical, user) =
-            owned_dir(&dir, "the compile cache").map_err(|reason| Error::DiskCache {
-                path: dir.clone(),
-                reason,
-            })?;
+    pub fn open(dir: &Path, max_bytes: u64) -> Result<Self, OwnedDirError> {
+        let (canonical, user) = owned_dir(dir, "the compile cache")?;
         Ok(DiskCache {
             map: maps_safely(&canonical),
             dir: canonical,
@@ -366,7 +391,7 @@ mod tests {
     #[test]
     fn the_least_recently_used_entries_go_first() {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let cache = DiskCache::open(dir.path().to_path_buf(), 250).unwrap();
+        let cache = DiskCache::open(dir.path(), 250).unwrap();
         let now = SystemTime::now();
         for (name, age) in [("old", 30), ("middle", 20), ("new", 10)] {
             let path = cache.entry(name, "k");

@@ -1,4 +1,5 @@
-//! Compiling and linking a component: the import check, the disk cache, the
+//! Compiling and linking a component on an engine: the import check, then
+//! the compile (or the disk cache's copy), then linking against the engine's
 //! linker.
 //!
 //! Threat model: the bytes are untrusted. They are compiled and linked once,
@@ -7,18 +8,66 @@
 //! component cannot ask for a capability the host does not grant.
 //! Compilation runs off the async executor.
 
+use std::sync::Arc;
+
+use wasmtime::component::Linker;
+
 use super::bindings::ToolsetPre;
-use super::content::Content;
-use super::engine::EngineHandle;
-use super::store::CallState;
-use crate::LoadError;
+use super::cache::DiskCache;
+use super::content::{Content, ContentError};
+use super::state::CallState;
+
+/// Why a component cannot be compiled and linked.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ComponentError {
+    /// Its bytes cannot be had.
+    #[error(transparent)]
+    Content(#[from] ContentError),
+    /// The bytes are not WebAssembly.
+    #[error("not WebAssembly")]
+    NotWasm,
+    /// A core WebAssembly module, not a component.
+    #[error("a core WebAssembly module, not a component")]
+    CoreModule,
+    /// It imports an interface toolcage does not provide (by name, before
+    /// compiling).
+    #[error("`{0}`")]
+    UnknownImport(String),
+    /// The engine for its slot shape cannot be created.
+    #[error("the engine cannot be created")]
+    Engine(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The compiler refused it.
+    #[error("it does not compile")]
+    Compile(#[source] wasmtime::Error),
+    /// The compiler's thread failed.
+    #[error("the compiler thread failed")]
+    CompilerThread(#[source] tokio::task::JoinError),
+    /// Linking it failed: an import of the wrong version or type.
+    #[error("its imports do not link")]
+    Link(#[source] wasmtime::Error),
+    /// It does not export `toolcage:tool/tool`.
+    #[error("it does not export the tool interface")]
+    Export(#[source] wasmtime::Error),
+}
+
+/// What a component is compiled and linked with: an engine, the linker that
+/// provides WASI and the host imports on it, and the disk cache of what it
+/// compiled.
+#[derive(Clone)]
+pub(crate) struct EngineHandle {
+    pub engine: wasmtime::Engine,
+    pub linker: Arc<Linker<CallState>>,
+    pub cache: Option<Arc<DiskCache>>,
+    /// The engine's compilation settings, as [`DiskCache`] keys them.
+    pub engine_key: String,
+}
 
 /// Takes `content` compiled from the engine's disk cache, or compiles it,
 /// and links it. CPU-heavy and blocking: call it on a blocking thread.
 pub(crate) fn compile(
     engine: &EngineHandle,
     content: Content,
-) -> Result<ToolsetPre<CallState>, LoadError> {
+) -> Result<ToolsetPre<CallState>, ComponentError> {
     let hash = content.hash.clone();
     let cached = engine
         .cache
@@ -30,13 +79,13 @@ pub(crate) fn compile(
             let bytes = content.into_bytes()?;
             let bytes = bytes.as_slice();
             match bytes.get(..8) {
-                Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => return Err(LoadError::CoreModule),
+                Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => return Err(ComponentError::CoreModule),
                 Some([0, b'a', b's', b'm', ..]) => {}
-                _ => return Err(LoadError::NotWasm),
+                _ => return Err(ComponentError::NotWasm),
             }
             check_imports(bytes)?;
             let component = wasmtime::component::Component::new(&engine.engine, bytes)
-                .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+                .map_err(ComponentError::Compile)?;
             match &engine.cache {
                 Some(cache) => cache.store(&engine.engine, &engine.engine_key, &hash, component),
                 None => component,
@@ -46,8 +95,8 @@ pub(crate) fn compile(
     let pre = engine
         .linker
         .instantiate_pre(&component)
-        .map_err(|e| LoadError::Import(format!("{e:#}")))?;
-    ToolsetPre::new(pre).map_err(|e| LoadError::Export(format!("{e:#}")))
+        .map_err(ComponentError::Link)?;
+    ToolsetPre::new(pre).map_err(ComponentError::Export)
 }
 
 /// The interfaces a component may import: WASI 0.2's, as
@@ -94,7 +143,7 @@ const PROVIDED: &[&str] = &[
 /// interface toolcage does not provide, naming it. Only names are checked
 /// here; versions and types are checked when linking. Bytes that do not
 /// parse are left to the compiler, which says what is wrong with them.
-fn check_imports(bytes: &[u8]) -> Result<(), LoadError> {
+fn check_imports(bytes: &[u8]) -> Result<(), ComponentError> {
     use wasmparser::{Parser, Payload};
     let mut depth = 0usize;
     for payload in Parser::new(0).parse_all(bytes) {
@@ -114,9 +163,7 @@ fn check_imports(bytes: &[u8]) -> Result<(), LoadError> {
                         .split_once('@')
                         .map_or(name, |(interface, _)| interface);
                     if !PROVIDED.contains(&interface) {
-                        return Err(LoadError::Import(format!(
-                            "`{name}` (toolcage provides the WASI 0.2 cli, clocks, filesystem, io, random and sockets interfaces, outgoing wasi:http, and toolcage:tool/host)"
-                        )));
+                        return Err(ComponentError::UnknownImport(name.to_string()));
                     }
                 }
             }

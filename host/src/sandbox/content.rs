@@ -8,10 +8,34 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::LoadError;
-
 /// The largest component file loaded.
 pub const MAX_COMPONENT_BYTES: u64 = 128 << 20;
+
+/// Why a component's bytes cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ContentError {
+    /// The file cannot be opened or read.
+    #[error(transparent)]
+    Read(#[from] std::io::Error),
+    /// Not a regular file: a FIFO or a device could block or never end.
+    #[error("not a regular file")]
+    NotAFile,
+    /// Larger than [`MAX_COMPONENT_BYTES`].
+    #[error("larger than {MAX_COMPONENT_BYTES} bytes")]
+    TooLarge,
+    /// The file changed between being hashed and being read.
+    #[error("the file changed after it was hashed")]
+    Changed,
+    /// The thread hashing or reading it failed.
+    #[error("the {what} thread failed")]
+    Thread {
+        /// `hashing` or `reading`.
+        what: &'static str,
+        /// How.
+        #[source]
+        source: tokio::task::JoinError,
+    },
+}
 
 /// A component's content: its BLAKE3 hash (hex), which the compile caches
 /// and a live registry's change detection go by, and its bytes, or the file
@@ -27,26 +51,27 @@ pub(crate) struct Content {
 impl Content {
     /// Hashes `bytes`, off the async executor (a big component takes
     /// milliseconds).
-    pub async fn of_bytes(bytes: Vec<u8>) -> Result<Self, LoadError> {
+    pub async fn of_bytes(bytes: Vec<u8>) -> Result<Self, ContentError> {
         tokio::task::spawn_blocking(move || Content {
             hash: blake3::hash(&bytes).to_hex().to_string(),
             bytes: Some(bytes),
             file: None,
         })
         .await
-        .map_err(|e| LoadError::Io(format!("the hashing thread failed: {e}")))
+        .map_err(|source| ContentError::Thread {
+            what: "hashing",
+            source,
+        })
     }
 
     /// Hashes the component file at `path` (see [`open_component_file`]),
     /// off the async executor.
-    pub async fn of_file(path: &Path) -> Result<Self, LoadError> {
+    pub async fn of_file(path: &Path) -> Result<Self, ContentError> {
         let path = path.to_path_buf();
         tokio::task::spawn_blocking(move || {
             let mut file = open_component_file(&path)?;
             let mut hasher = blake3::Hasher::new();
-            hasher
-                .update_reader(&mut file)
-                .map_err(|e| LoadError::Io(e.to_string()))?;
+            hasher.update_reader(&mut file)?;
             check_size(file.limit())?;
             Ok(Content {
                 hash: hasher.finalize().to_hex().to_string(),
@@ -55,13 +80,16 @@ impl Content {
             })
         })
         .await
-        .map_err(|e| LoadError::Io(format!("the reading thread failed: {e}")))?
+        .map_err(|source| ContentError::Thread {
+            what: "reading",
+            source,
+        })?
     }
 
     /// The bytes. A file is read now (blocking), and refused
-    /// ([`LoadError::Changed`]) if it no longer has the content that was
-    /// hashed.
-    pub fn into_bytes(self) -> Result<Vec<u8>, LoadError> {
+    /// ([`ContentError::Changed`]) if it no longer has the content that
+    /// was hashed.
+    pub fn into_bytes(self) -> Result<Vec<u8>, ContentError> {
         use std::io::Read;
         if let Some(bytes) = self.bytes {
             return Ok(bytes);
@@ -69,11 +97,10 @@ impl Content {
         let path = self.file.expect("content has bytes or a file");
         let mut file = open_component_file(&path)?;
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|e| LoadError::Io(e.to_string()))?;
+        file.read_to_end(&mut bytes)?;
         check_size(file.limit())?;
         if blake3::hash(&bytes).to_hex().as_str() != self.hash {
-            return Err(LoadError::Changed);
+            return Err(ContentError::Changed);
         }
         Ok(bytes)
     }
@@ -84,34 +111,28 @@ impl Content {
 /// or a device could block or never end); the check is made on the open
 /// file (opened without blocking), so a FIFO swapped in under the name
 /// cannot hang the load.
-fn open_component_file(path: &Path) -> Result<std::io::Take<std::fs::File>, LoadError> {
+fn open_component_file(path: &Path) -> Result<std::io::Take<std::fs::File>, ContentError> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    let io = |e: std::io::Error| LoadError::Io(e.to_string());
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(io)?;
-    let metadata = file.metadata().map_err(io)?;
+        .open(path)?;
+    let metadata = file.metadata()?;
     if !metadata.is_file() {
-        return Err(LoadError::Io("not a regular file".into()));
+        return Err(ContentError::NotAFile);
     }
     if metadata.len() > MAX_COMPONENT_BYTES {
-        return Err(too_big());
+        return Err(ContentError::TooLarge);
     }
     Ok(file.take(MAX_COMPONENT_BYTES + 1))
 }
 
 /// Refuses a file read through [`open_component_file`] that had more than
 /// [`MAX_COMPONENT_BYTES`]: the read left nothing of its limit.
-fn check_size(limit_left: u64) -> Result<(), LoadError> {
+fn check_size(limit_left: u64) -> Result<(), ContentError> {
     match limit_left {
-        0 => Err(too_big()),
+        0 => Err(ContentError::TooLarge),
         _ => Ok(()),
     }
-}
-
-fn too_big() -> LoadError {
-    LoadError::Io(format!("larger than {MAX_COMPONENT_BYTES} bytes"))
 }

@@ -14,17 +14,19 @@
 //! own stack lives), tables and globals come back to their initial contents.
 //! Fiber stacks are not zeroed: WebAssembly cannot read them (its locals start
 //! at zero by the spec), and zeroing them, a defence against bugs in wasmtime
-//! itself, cost 10–15 µs per call here, a third of the call. The Linux `PAGEMAP_SCAN` ioctl finds the pages to
-//! reset, but it cannot see a dirty page that was swapped out (wasmtime PR
-//! #14357), which would then keep the last call's contents. So it is used
+//! itself, would be a large share of a call's cost (measure it with
+//! `cargo bench -p toolcage-tests --bench calls`). The Linux `PAGEMAP_SCAN`
+//! ioctl finds the pages to reset, but it cannot see a dirty page that was
+//! swapped out (wasmtime PR #14357), which would then keep the last call's
+//! contents. So it is used
 //! only when no swap device is active when the runtime starts (read from
 //! `/proc/swaps`); otherwise slots are reset with `madvise`, slower but exact.
 //! Switching swap on under a running toolcage is logged as an error: restart
 //! it.
 //!
 //! A pool has room for [`RuntimeBuilder::max_concurrent_calls`] instances of
-//! the largest shape the sandbox admits (see `sandbox::MAX_MEMORIES` and
-//! friends), and a semaphore admits that many calls at once, so no call ever
+//! the largest shape the sandbox admits (see `state::MAX_MEMORIES` and
+//! friends), and its [`Slots`] admit that many calls at once, so no call ever
 //! fails for want of a slot: it waits for one within its own timeout. A slot
 //! per core is kept for loading (`describe()`), so that loading or
 //! reloading a component never waits for calls.
@@ -42,18 +44,41 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 use wasmtime::{Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::bindings::{Toolset, ToolsetPre};
+use super::bindings::ToolsetPre;
+use super::cache::OwnedDirError;
 use super::cache::{DEFAULT_DISK_CACHE_BYTES, DiskCache};
-use super::compile::compile;
+use super::compile::ComponentError;
+use super::compile::{EngineHandle, compile};
 use super::content::Content;
-use super::store::{
-    CallState, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES, SlotShape,
+use super::slots::{Slots, loading_slots};
+use super::state::{
+    self, CallState, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES, SlotShape,
 };
-use crate::{Error, LoadError};
+
+/// Why a [`Runtime`] cannot be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// The thread that advances the engines' epochs cannot be started.
+    #[error("cannot create the WebAssembly engine: cannot start the epoch ticker")]
+    Ticker(#[source] std::io::Error),
+    /// wasmtime refused the engine's configuration, or linking the host's
+    /// imports on it.
+    #[error("cannot create the WebAssembly engine")]
+    Engine(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The disk cache of compiled components cannot be used.
+    #[error("cannot use the compile cache {path}")]
+    DiskCache {
+        /// The cache directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: OwnedDirError,
+    },
+}
 
 /// How many calls may run at once by default, each in its own slot.
 pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 32;
@@ -94,21 +119,10 @@ struct Shared {
     /// uses them: a component no longer loaded (after a reload) frees its
     /// code.
     compiled: Mutex<HashMap<CompiledKey, Weak<ToolsetPre<CallState>>>>,
-    slots: Arc<Semaphore>,
-    /// Slots of their own for loading (running `describe()`), one per core
-    /// as loading runs, so that a reload never waits for calls to end.
-    loading_slots: Arc<Semaphore>,
-    max_concurrent_calls: usize,
-    /// Calls whose caller gave up (timeout, cancellation) while their worker
-    /// was still blocked in a file operation.
-    stuck: Arc<AtomicUsize>,
+    /// The slots calls (and, apart, loads) take.
+    slots: Slots,
     /// Connections tools hold open right now.
     connections: Arc<AtomicUsize>,
-}
-
-/// How many components are described at once while loading: one per core.
-pub(crate) fn loading_slots() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// A component's BLAKE3 hash and the slot shape it was compiled for.
@@ -171,20 +185,20 @@ impl RuntimeBuilder {
 
     /// Starts the engines' epoch ticker thread. It stops when the last clone
     /// of the runtime, and every registry using it, is dropped.
-    pub fn build(self) -> Result<Runtime, Error> {
+    pub fn build(self) -> Result<Runtime, RuntimeError> {
         let cache = match self.disk_cache {
-            Some(dir) => Some(Arc::new(DiskCache::open(dir, self.disk_cache_max_bytes)?)),
+            Some(path) => match DiskCache::open(&path, self.disk_cache_max_bytes) {
+                Ok(cache) => Some(Arc::new(cache)),
+                Err(source) => return Err(RuntimeError::DiskCache { path, source }),
+            },
             None => None,
         };
-        let slots = self.max_concurrent_calls;
+        let slots = Slots::new(self.max_concurrent_calls);
         Ok(Runtime {
             shared: Arc::new(Shared {
-                engines: Engines::new(cache, slots + loading_slots())?,
+                engines: Engines::new(cache, slots.max_calls() + loading_slots())?,
                 compiled: Mutex::default(),
-                slots: Arc::new(Semaphore::new(slots)),
-                loading_slots: Arc::new(Semaphore::new(loading_slots())),
-                max_concurrent_calls: slots,
-                stuck: Arc::default(),
+                slots,
                 connections: Arc::default(),
             }),
         })
@@ -193,13 +207,13 @@ impl RuntimeBuilder {
 
 impl Runtime {
     /// A runtime with every default: see [`RuntimeBuilder`].
-    pub fn new() -> Result<Self, Error> {
+    pub fn new() -> Result<Self, RuntimeError> {
         Runtime::builder().build()
     }
 
     /// Like [`Runtime::new`], also caching compiled components on disk in
     /// `dir` (see [`RuntimeBuilder::disk_cache`]).
-    pub fn with_disk_cache(dir: impl Into<PathBuf>) -> Result<Self, Error> {
+    pub fn with_disk_cache(dir: impl Into<PathBuf>) -> Result<Self, RuntimeError> {
         Runtime::builder().disk_cache(dir).build()
     }
 
@@ -216,13 +230,13 @@ impl Runtime {
 
     /// How many calls may run at once.
     pub fn max_concurrent_calls(&self) -> usize {
-        self.shared.max_concurrent_calls
+        self.shared.slots.max_calls()
     }
 
     /// How many sandbox slots are running a call now (at most
     /// [`max_concurrent_calls`](Self::max_concurrent_calls)).
     pub fn busy_slots(&self) -> usize {
-        self.shared.max_concurrent_calls - self.shared.slots.available_permits()
+        self.shared.slots.busy()
     }
 
     /// How many calls were given up on (by their timeout or a cancellation)
@@ -230,11 +244,12 @@ impl Runtime {
     /// returned yet, such as a read of a FIFO or of a stalled network mount.
     /// Each holds a thread and a slot until the operation returns.
     pub fn stuck_calls(&self) -> usize {
-        self.shared.stuck.load(Ordering::Relaxed)
+        self.shared.slots.stuck()
     }
 
-    pub(crate) fn stuck_counter(&self) -> &Arc<AtomicUsize> {
-        &self.shared.stuck
+    /// The slots this runtime's calls take: what a sandbox holds.
+    pub(crate) fn slots(&self) -> &Slots {
+        &self.shared.slots
     }
 
     /// How many network connections tools hold open right now, across every
@@ -249,41 +264,13 @@ impl Runtime {
         &self.shared.connections
     }
 
-    /// A free slot, if there is one now.
-    pub(crate) fn free_slot(&self, loading: bool) -> Option<OwnedSemaphorePermit> {
-        let slots = match loading {
-            true => &self.shared.loading_slots,
-            false => &self.shared.slots,
-        };
-        slots.clone().try_acquire_owned().ok()
-    }
-
-    /// Waits for a free slot until `deadline`.
-    pub(crate) async fn slot(
-        &self,
-        deadline: Instant,
-        loading: bool,
-    ) -> Option<OwnedSemaphorePermit> {
-        let slots = match loading {
-            true => self.shared.loading_slots.clone(),
-            false => self.shared.slots.clone(),
-        };
-        if let Ok(permit) = slots.clone().try_acquire_owned() {
-            return Some(permit);
-        }
-        tokio::time::timeout_at(deadline.into(), slots.acquire_owned())
-            .await
-            .ok()?
-            .ok()
-    }
-
     /// Compiles and links `content` for components run in slots of
     /// `shape`, or returns the one already in use.
     pub(crate) async fn compile(
         &self,
         content: Content,
         shape: SlotShape,
-    ) -> Result<Arc<ToolsetPre<CallState>>, LoadError> {
+    ) -> Result<Arc<ToolsetPre<CallState>>, ComponentError> {
         let key = (content.hash.clone(), shape);
         if let Some(pre) = self.compiled().get(&key).and_then(Weak::upgrade) {
             return Ok(pre);
@@ -292,10 +279,10 @@ impl Runtime {
             .shared
             .engines
             .get(shape)
-            .map_err(|e| LoadError::Compile(e.to_string()))?;
+            .map_err(|e| ComponentError::Engine(e.into()))?;
         let pre = tokio::task::spawn_blocking(move || compile(&engine, content))
             .await
-            .map_err(|e| LoadError::Compile(format!("the compiler thread failed: {e}")))??;
+            .map_err(ComponentError::CompilerThread)??;
         let pre = Arc::new(pre);
         let mut compiled = self.compiled();
         compiled.retain(|_, pre| pre.strong_count() > 0);
@@ -325,21 +312,10 @@ impl Runtime {
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
-            .field("max_concurrent_calls", &self.shared.max_concurrent_calls)
+            .field("max_concurrent_calls", &self.shared.slots.max_calls())
             .field("pagemap_scan", &self.shared.engines.pagemap_scan)
             .finish_non_exhaustive()
     }
-}
-
-/// An engine, the linker that provides WASI and the host imports on it, and
-/// the disk cache of what it compiled.
-#[derive(Clone)]
-pub(crate) struct EngineHandle {
-    pub engine: wasmtime::Engine,
-    pub linker: Arc<Linker<CallState>>,
-    pub cache: Option<Arc<DiskCache>>,
-    /// The engine's compilation settings, as [`DiskCache`] keys them.
-    pub engine_key: String,
 }
 
 /// The engines, by slot shape, and their ticker.
@@ -353,7 +329,7 @@ struct Engines {
 }
 
 impl Engines {
-    fn new(cache: Option<Arc<DiskCache>>, slots: usize) -> Result<Self, Error> {
+    fn new(cache: Option<Arc<DiskCache>>, slots: usize) -> Result<Self, RuntimeError> {
         let ticked: Arc<Mutex<Vec<wasmtime::Engine>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let pagemap_scan = no_swap_active() && PoolingAllocationConfig::is_pagemap_scan_available();
@@ -380,7 +356,7 @@ impl Engines {
                     }
                 }
             })
-            .map_err(|e| Error::Engine(format!("cannot start the epoch ticker: {e}")))?;
+            .map_err(RuntimeError::Ticker)?;
         Ok(Engines {
             cache,
             slots: u32::try_from(slots).unwrap_or(u32::MAX),
@@ -392,7 +368,7 @@ impl Engines {
     }
 
     /// The engine for components run in slots of `shape`.
-    fn get(&self, shape: SlotShape) -> Result<EngineHandle, Error> {
+    fn get(&self, shape: SlotShape) -> Result<EngineHandle, RuntimeError> {
         let mut by_shape = self.by_shape.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(handle) = by_shape.get(&shape) {
             return Ok(handle.clone());
@@ -406,7 +382,7 @@ impl Engines {
         Ok(handle)
     }
 
-    fn new_engine(&self, shape: SlotShape) -> Result<EngineHandle, Error> {
+    fn new_engine(&self, shape: SlotShape) -> Result<EngineHandle, RuntimeError> {
         let mut config = wasmtime::Config::new();
         config
             .wasm_component_model(true)
@@ -426,15 +402,11 @@ impl Engines {
                     "cannot reserve the pool of sandbox slots ({e:#}); allocating each instance on demand, which is slower"
                 );
                 config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
-                wasmtime::Engine::new(&config).map_err(|e| Error::Engine(format!("{e:#}")))?
+                wasmtime::Engine::new(&config).map_err(|e| RuntimeError::Engine(e.into()))?
             }
         };
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .and_then(|()| super::net::sockets::add_to_linker(&mut linker, CallState::lookups))
-            .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
-            .and_then(|()| Toolset::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state))
-            .map_err(|e| Error::Engine(format!("{e:#}")))?;
+        state::add_to_linker(&mut linker).map_err(|e| RuntimeError::Engine(e.into()))?;
         Ok(EngineHandle {
             engine_key: DiskCache::engine_key(&engine),
             engine,
@@ -482,4 +454,117 @@ impl Drop for Engines {
 fn no_swap_active() -> bool {
     std::fs::read_to_string("/proc/swaps")
         .is_ok_and(|swaps| swaps.lines().skip(1).all(|l| l.trim().is_empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builder_denies_by_default_and_keeps_at_least_one_slot() {
+        let builder = RuntimeBuilder::default();
+        assert_eq!(builder.max_concurrent_calls, DEFAULT_MAX_CONCURRENT_CALLS);
+        assert_eq!(builder.disk_cache, None, "no disk cache unless asked");
+        assert_eq!(builder.disk_cache_max_bytes, DEFAULT_DISK_CACHE_BYTES);
+        assert_eq!(builder.max_concurrent_calls(0).max_concurrent_calls, 1);
+    }
+
+    #[test]
+    fn a_runtime_counts_its_slots() {
+        let runtime = Runtime::builder().max_concurrent_calls(2).build().unwrap();
+        assert_eq!(runtime.max_concurrent_calls(), 2);
+        assert_eq!(runtime.disk_cache_dir(), None);
+        assert_eq!(
+            (runtime.busy_slots(), runtime.stuck_calls()),
+            (0, 0),
+            "a new runtime runs nothing"
+        );
+        let call = runtime.slots().free(false).unwrap();
+        let load = runtime.slots().free(true).unwrap();
+        assert_eq!(runtime.busy_slots(), 1, "loading has slots of its own");
+        let clone = runtime.clone();
+        let _second = clone.slots().free(false).unwrap();
+        assert!(
+            runtime.slots().free(false).is_none(),
+            "clones share the slots"
+        );
+        drop((call, load));
+        assert_eq!(runtime.busy_slots(), 1);
+    }
+
+    #[test]
+    fn one_engine_serves_each_slot_shape() {
+        let runtime = Runtime::new().unwrap();
+        let engines = &runtime.shared.engines;
+        let small = SlotShape {
+            stack_bytes: 512 << 10,
+            memory_bytes: 16 << 20,
+        };
+        let large = SlotShape {
+            memory_bytes: 64 << 20,
+            ..small
+        };
+        let first = engines.get(small).unwrap();
+        assert!(wasmtime::Engine::same(
+            &first.engine,
+            &engines.get(small).unwrap().engine
+        ));
+        let other = engines.get(large).unwrap();
+        assert!(!wasmtime::Engine::same(&first.engine, &other.engine));
+        let ticked = engines.ticked.lock().unwrap().len();
+        assert_eq!(ticked, 2, "the ticker advances every engine made");
+    }
+
+    #[test]
+    fn the_disk_cache_is_made_owner_only_and_refused_where_it_cannot_be() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let runtime = Runtime::with_disk_cache(&cache).unwrap();
+        let held = runtime.disk_cache_dir().unwrap();
+        assert_eq!(held, cache.canonicalize().unwrap());
+        let mode = std::fs::metadata(held).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let error = Runtime::with_disk_cache(file.join("cache")).unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                RuntimeError::DiskCache {
+                    source: OwnedDirError::Create(_),
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert!(
+            std::error::Error::source(&error).is_some(),
+            "the cause is kept"
+        );
+    }
+
+    #[tokio::test]
+    async fn bytes_that_are_no_component_are_refused_before_linking() {
+        let runtime = Runtime::new().unwrap();
+        let shape = SlotShape {
+            stack_bytes: 512 << 10,
+            memory_bytes: 16 << 20,
+        };
+        let compile = |bytes: &[u8]| {
+            let (runtime, bytes) = (runtime.clone(), bytes.to_vec());
+            async move {
+                let content = Content::of_bytes(bytes).await.unwrap();
+                runtime.compile(content, shape).await.err().unwrap()
+            }
+        };
+        let error = compile(b"not wasm at all").await;
+        assert!(matches!(error, ComponentError::NotWasm), "{error:?}");
+        let error = compile(b"\0asm\x01\0\0\0").await;
+        assert!(matches!(error, ComponentError::CoreModule), "{error:?}");
+        // An empty component compiles, but exports no tool.
+        let error = compile(b"\0asm\x0d\0\x01\0").await;
+        assert!(matches!(error, ComponentError::Export(_)), "{error:?}");
+        assert_eq!(runtime.compiled_components(), 0, "nothing failed is kept");
+    }
 }

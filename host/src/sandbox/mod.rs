@@ -8,6 +8,15 @@
 //! against it (see each module). Nothing a call does reaches the next call
 //! or a concurrent one, and nothing it asks for widens what the operator
 //! granted.
+//!
+//! Imports go one way, from the top floor down, with no circles:
+//! - `run`: admitting and running a call;
+//! - `engine`: the engines, their pools and the epoch ticker;
+//! - `compile`, `cache`, `content`: compiling and linking a component;
+//! - `state`: a call's Store state, composing the capabilities below;
+//! - the capabilities and grants: `outcome` (the guest's events), `settings`,
+//!   `net`, `secrets`, `mount`, `limits`, `slots`;
+//! - leaves: `bindings`, `text`.
 
 pub(crate) mod bindings;
 pub(crate) mod cache;
@@ -18,10 +27,14 @@ pub(crate) mod limits;
 pub(crate) mod mount;
 pub(crate) mod net;
 pub(crate) mod outcome;
+mod run;
 pub(crate) mod secrets;
 pub(crate) mod settings;
-mod store;
+pub(crate) mod slots;
+mod state;
+pub(crate) mod text;
 
-pub(crate) use store::{
-    Files, Grants, Invocation, Observer, Returned, Sandbox, SlotShape, human_bytes, run,
-};
+pub(crate) use outcome::Observer;
+pub(crate) use run::{Files, Grants, GuestReturn, Invocation, Sandbox, run};
+pub(crate) use state::SlotShape;
+pub(crate) use text::human_bytes;

@@ -18,7 +18,76 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::Error;
+/// Why a mount cannot be granted. Each names the mount (but
+/// [`Spec`](MountError::Spec), which names what was given) and says why.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MountError {
+    /// The command-line form is not `HOST:GUEST[:ro|rw]`.
+    #[error("invalid mount: `{spec}`: {problem} (expected HOST:GUEST[:ro|rw])")]
+    Spec {
+        /// What was given.
+        spec: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// The guest path is not absolute, or has `.` or `..` in it.
+    #[error("cannot mount {host} at {guest}: the guest path must be absolute, without `.` or `..`")]
+    GuestPath {
+        /// The host directory.
+        host: PathBuf,
+        /// The guest path.
+        guest: String,
+    },
+    /// The host path is not a directory.
+    #[error("cannot mount {host} at {guest}: not a directory")]
+    NotADirectory {
+        /// The host directory.
+        host: PathBuf,
+        /// The guest path.
+        guest: String,
+    },
+    /// The host directory cannot be opened, or its handle cannot be lent.
+    #[error("cannot mount {host} at {guest}")]
+    Open {
+        /// The host directory.
+        host: PathBuf,
+        /// The guest path.
+        guest: String,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The host path passes through a symlink inside another mount that is
+    /// read-write: a tool granted that mount could have planted it.
+    #[error(
+        "cannot mount {host} at {guest}: its host path passes through the symlink {symlink} inside the read-write mount of {writable_host} (at {writable_guest}), which a tool could have planted; name the directory it points to instead"
+    )]
+    Redirected {
+        /// The host directory.
+        host: PathBuf,
+        /// The guest path.
+        guest: String,
+        /// The symlink on the way.
+        symlink: PathBuf,
+        /// The read-write mount's host directory.
+        writable_host: PathBuf,
+        /// The read-write mount's guest path.
+        writable_guest: String,
+    },
+    /// A read-write mount holds the disk cache of compiled components.
+    #[error(
+        "cannot mount {host} at {guest}: it is read-write and holds the compile cache {cache}, whose native code toolcage runs outside the sandbox; lend a directory that does not contain it, or keep the cache elsewhere (XDG_CACHE_HOME) or turn it off (TOOLCAGE_NO_CACHE=1)"
+    )]
+    HoldsCache {
+        /// The host directory.
+        host: PathBuf,
+        /// The guest path.
+        guest: String,
+        /// The cache directory.
+        cache: PathBuf,
+    },
+}
 
 /// A host directory made visible to tools at a guest path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,10 +118,10 @@ impl Mount {
 
     /// Parses the command-line form `HOST:GUEST[:ro|rw]`; read-only unless it
     /// ends in `:rw`.
-    pub fn parse(spec: &str) -> Result<Self, Error> {
-        let invalid = |message: &str| Error::InvalidSetting {
-            what: "mount",
-            message: format!("`{spec}`: {message} (expected HOST:GUEST[:ro|rw])"),
+    pub fn parse(spec: &str) -> Result<Self, MountError> {
+        let invalid = |problem| MountError::Spec {
+            spec: spec.to_string(),
+            problem,
         };
         let (rest, writable) = match spec.rsplit_once(':') {
             Some((rest, "rw")) => (rest, true),
@@ -93,12 +162,11 @@ impl Mount {
     /// existing host directory) and opens its directory, to be held for the
     /// registry's life. Run when a registry is built, so a typo fails at
     /// start-up rather than inside every call.
-    pub(crate) fn open(&self) -> Result<HeldDir, Error> {
+    pub(crate) fn open(&self) -> Result<HeldDir, MountError> {
         self.check_guest_path()?;
-        let error = |reason: String| Error::Mount {
+        let not_a_directory = || MountError::NotADirectory {
             host: self.host.clone(),
             guest: self.guest.clone(),
-            reason,
         };
         // O_DIRECTORY: a FIFO or a device is refused by the open itself,
         // which would otherwise wait for a writer (or talk to the device).
@@ -110,20 +178,32 @@ impl Mount {
                 .open(&self.host)
         };
         let dir = dir.map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOTDIR) => error("not a directory".into()),
-            _ => error(e.to_string()),
+            Some(libc::ENOTDIR) => not_a_directory(),
+            _ => self.unopenable(e.into()),
         })?;
         match dir.metadata() {
             Ok(meta) if meta.is_dir() => Ok(HeldDir {
                 dir: Arc::new(dir),
                 host: self.host.clone(),
             }),
-            Ok(_) => Err(error("not a directory".into())),
-            Err(e) => Err(error(e.to_string())),
+            Ok(_) => Err(not_a_directory()),
+            Err(e) => Err(self.unopenable(e.into())),
         }
     }
 
-    fn check_guest_path(&self) -> Result<(), Error> {
+    /// This mount cannot be opened or lent, because of `source`.
+    pub(crate) fn unopenable(
+        &self,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    ) -> MountError {
+        MountError::Open {
+            host: self.host.clone(),
+            guest: self.guest.clone(),
+            source,
+        }
+    }
+
+    fn check_guest_path(&self) -> Result<(), MountError> {
         let ok = self.guest.starts_with('/')
             && !self
                 .guest
@@ -132,10 +212,9 @@ impl Mount {
         if ok {
             Ok(())
         } else {
-            Err(Error::Mount {
+            Err(MountError::GuestPath {
                 host: self.host.clone(),
                 guest: self.guest.clone(),
-                reason: "the guest path must be absolute, without `.` or `..`".into(),
             })
         }
     }
@@ -145,7 +224,7 @@ impl Mount {
 /// the tree of another mount that is read-write: a tool granted that mount
 /// could have planted the symlink to redirect this one anywhere. Run before
 /// the mounts are opened, when no tool of this registry has run yet.
-pub(crate) fn refuse_redirections(mounts: &[&Mount]) -> Result<(), Error> {
+pub(crate) fn refuse_redirections(mounts: &[&Mount]) -> Result<(), MountError> {
     let writable: Vec<(PathBuf, &Mount)> = mounts
         .iter()
         .filter(|m| m.writable)
@@ -168,15 +247,12 @@ pub(crate) fn refuse_redirections(mounts: &[&Mount]) -> Result<(), Error> {
                 .iter()
                 .find(|(root, other)| dir.starts_with(root) && *other != *mount);
             if let Some((_, other)) = planted_in {
-                return Err(Error::Mount {
+                return Err(MountError::Redirected {
                     host: mount.host.clone(),
                     guest: mount.guest.clone(),
-                    reason: format!(
-                        "its host path passes through the symlink {} inside the read-write mount of {} (at {}), which a tool could have planted; name the directory it points to instead",
-                        prefix.display(),
-                        other.host.display(),
-                        other.guest
-                    ),
+                    symlink: prefix,
+                    writable_host: other.host.clone(),
+                    writable_guest: other.guest.clone(),
                 });
             }
         }
@@ -187,20 +263,17 @@ pub(crate) fn refuse_redirections(mounts: &[&Mount]) -> Result<(), Error> {
 /// Refuses a read-write mount whose host directory contains `cache`, the
 /// disk cache of compiled components: a tool could write an entry there,
 /// native code that toolcage would run outside the sandbox.
-pub(crate) fn refuse_writable_cache(mounts: &[&Mount], cache: &Path) -> Result<(), Error> {
+pub(crate) fn refuse_writable_cache(mounts: &[&Mount], cache: &Path) -> Result<(), MountError> {
     for mount in mounts.iter().filter(|m| m.writable) {
         if mount
             .host
             .canonicalize()
             .is_ok_and(|root| cache.starts_with(root))
         {
-            return Err(Error::Mount {
+            return Err(MountError::HoldsCache {
                 host: mount.host.clone(),
                 guest: mount.guest.clone(),
-                reason: format!(
-                    "it is read-write and holds the compile cache {}, whose native code toolcage runs outside the sandbox; lend a directory that does not contain it, or keep the cache elsewhere (XDG_CACHE_HOME) or turn it off (TOOLCAGE_NO_CACHE=1)",
-                    cache.display()
-                ),
+                cache: cache.to_path_buf(),
             });
         }
     }

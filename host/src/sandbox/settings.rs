@@ -11,16 +11,19 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
+
+use super::bindings::config_store;
 
 /// One component's settings, as its calls read them.
 #[derive(Default, PartialEq, Eq)]
-pub(crate) struct Settings {
+pub(crate) struct ComponentSettings {
     map: BTreeMap<String, String>,
 }
 
-impl Settings {
-    pub(crate) fn new(map: BTreeMap<String, String>) -> Settings {
-        Settings { map }
+impl ComponentSettings {
+    pub(crate) fn new(map: BTreeMap<String, String>) -> ComponentSettings {
+        ComponentSettings { map }
     }
 
     /// The value of `key`, if set.
@@ -37,7 +40,19 @@ impl Settings {
     }
 }
 
-impl fmt::Debug for Settings {
+/// `wasi:config/store`: the component's settings, read-only. A call's
+/// store holds them shared, as every call of the component reads the same.
+impl config_store::Host for Arc<ComponentSettings> {
+    fn get(&mut self, key: String) -> Result<Option<String>, config_store::Error> {
+        Ok(ComponentSettings::get(self, &key))
+    }
+
+    fn get_all(&mut self) -> Result<Vec<(String, String)>, config_store::Error> {
+        Ok(self.all())
+    }
+}
+
+impl fmt::Debug for ComponentSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(&self.map).finish()
     }
@@ -54,6 +69,26 @@ pub(crate) fn references_secret(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_store_serves_the_settings_sorted() {
+        use config_store::Host;
+        let map = [("region", "eu"), ("base", "https://x")];
+        let map = map.map(|(k, v)| (k.to_string(), v.to_string()));
+        let mut settings = Arc::new(ComponentSettings::new(map.into_iter().collect()));
+        assert_eq!(
+            settings.get("region".into()).unwrap().as_deref(),
+            Some("eu")
+        );
+        assert_eq!(settings.get("missing".into()).unwrap(), None);
+        let keys: Vec<_> = settings
+            .get_all()
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(keys, ["base", "region"]);
+    }
 
     #[test]
     fn secret_references_are_found() {

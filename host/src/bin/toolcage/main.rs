@@ -601,9 +601,10 @@ fn runtime_with(builder: toolcage::RuntimeBuilder) -> anyhow::Result<Runtime> {
     if let Some(dir) = dir {
         match builder.clone().disk_cache(dir.join("toolcage")).build() {
             Ok(runtime) => return Ok(runtime),
-            Err(e @ toolcage::Error::DiskCache { .. }) => {
-                say(&format!("{e}; compiling without it"))
-            }
+            Err(e @ toolcage::RuntimeError::DiskCache { .. }) => say(&format!(
+                "{:#}; compiling without it",
+                anyhow::Error::from(e)
+            )),
             Err(e) => return Err(e.into()),
         }
     }

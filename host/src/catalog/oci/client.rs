@@ -23,7 +23,7 @@ use super::layout::{
     ACCEPTED_MANIFESTS, MANIFEST_MEDIA_TYPE, Manifest, component_artifact, now_rfc3339,
 };
 use super::pulled::verify_signature;
-use super::read::{ReadError, Reader};
+use super::read::{Credentials, ReadError, Reader};
 use super::signature::{payload, signature_layers, signature_manifest};
 use super::{Digest, LockEntry, OciError, Reference, SigningKey, Store, TrustPolicy};
 use crate::sandbox::content::MAX_COMPONENT_BYTES;
@@ -35,33 +35,6 @@ const ATTEMPTS: u32 = 3;
 /// How long one request may take, its retries included; a download gets a
 /// second more per MiB (at least 1 MiB/s, besides the 30 s a read may stall).
 const REQUEST_TIME: Duration = Duration::from_secs(60);
-
-/// Credentials for a registry.
-#[derive(Clone, PartialEq, Eq)]
-pub enum Credentials {
-    /// None.
-    Anonymous,
-    /// A user name and password (or token), sent as HTTP Basic or traded
-    /// for a bearer token as the registry asks.
-    Basic {
-        /// The user name.
-        username: String,
-        /// The password.
-        password: String,
-    },
-    /// A bearer token, sent as it is.
-    Bearer(String),
-}
-
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Credentials::Anonymous => f.write_str("Anonymous"),
-            Credentials::Basic { username, .. } => write!(f, "Basic({username}, …)"),
-            Credentials::Bearer(_) => f.write_str("Bearer(…)"),
-        }
-    }
-}
 
 /// How far a download has come.
 #[derive(Debug, Clone, Copy)]

@@ -30,12 +30,8 @@ use p256::pkcs8::{DecodePrivateKey as _, EncodePrivateKey as _};
 use zeroize::Zeroizing;
 
 use super::SigningKey;
-use super::signature::PemError;
+use super::signature::{PemError, SIGSTORE_KEY_LABEL, is_encrypted};
 
-/// The PEM label cosign 2.x writes.
-pub const SIGSTORE_KEY_LABEL: &str = "ENCRYPTED SIGSTORE PRIVATE KEY";
-/// The PEM label cosign 1.x wrote.
-pub const COSIGN_KEY_LABEL: &str = "ENCRYPTED COSIGN PRIVATE KEY";
 /// cosign's scrypt parameters for new keys: N = 2^15, r = 8, p = 1.
 pub const COSIGN_SCRYPT_LOG_N: u8 = 15;
 /// The most memory a key file's scrypt parameters may ask for (128·N·r
@@ -148,18 +144,22 @@ mod b64 {
     }
 }
 
-/// Whether `pem` is one of cosign's encrypted keys.
-pub fn is_encrypted(pem: &str) -> bool {
-    [SIGSTORE_KEY_LABEL, COSIGN_KEY_LABEL]
-        .iter()
-        .any(|label| pem.contains(&format!("-----BEGIN {label}-----")))
-}
-
 /// Where a key's password comes from, asked only when the key is
 /// encrypted.
 pub type PasswordSource<'a> = &'a mut dyn FnMut() -> std::io::Result<Zeroizing<String>>;
 
 impl SigningKey {
+    /// Reads an unencrypted PEM private key file; an encrypted one is
+    /// refused for want of a password ([`SigningKey::open`] asks for one).
+    pub fn from_file(path: &Path) -> Result<SigningKey, KeyFileError> {
+        SigningKey::open(path, &mut || {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "SigningKey::from_file reads no password",
+            ))
+        })
+    }
+
     /// Reads a private key file: cosign's encrypted key (both labels),
     /// asking `password` for its password, or an unencrypted PEM PKCS#8 or
     /// SEC1 P-256 key (`password` is not asked).
@@ -416,7 +416,7 @@ mod tests {
         let opened = SigningKey::from_encrypted_pem(&pem, b"hunter2").unwrap();
         assert_eq!(opened.public_pem(), key.public_pem());
         // cosign 1.x's label opens the same.
-        let old = pem.replace(SIGSTORE_KEY_LABEL, COSIGN_KEY_LABEL);
+        let old = pem.replace(SIGSTORE_KEY_LABEL, super::super::COSIGN_KEY_LABEL);
         assert!(is_encrypted(&old));
         assert!(SigningKey::from_encrypted_pem(&old, b"hunter2").is_ok());
 

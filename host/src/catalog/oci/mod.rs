@@ -47,10 +47,9 @@ mod store;
 mod trust;
 
 #[cfg(feature = "oci")]
-pub use client::{Client, ClientOptions, Credentials, Progress};
+pub use client::{Client, ClientOptions, Progress};
 pub use keyfile::{
-    COSIGN_KEY_LABEL, COSIGN_SCRYPT_LOG_N, KeyFileError, KeyProblem, MAX_SCRYPT_MEMORY,
-    PasswordSource, SIGSTORE_KEY_LABEL,
+    COSIGN_SCRYPT_LOG_N, KeyFileError, KeyProblem, MAX_SCRYPT_MEMORY, PasswordSource,
 };
 pub use layout::{
     ANNOTATION_TOOLS, ANNOTATION_WIT, CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, WIT_VERSION,
@@ -58,10 +57,11 @@ pub use layout::{
 pub use lock::{LOCK_FILE_NAME, LockEntry, Lockfile};
 pub use pulled::{Pulled, Verified};
 #[cfg(feature = "oci")]
-pub use read::{MAX_ERROR_BYTES, MAX_MANIFEST_BYTES, MAX_TOKEN_BYTES};
+pub use read::{Credentials, MAX_ERROR_BYTES, MAX_MANIFEST_BYTES, MAX_TOKEN_BYTES};
 pub use reference::{Digest, DigestError, Reference};
 pub use signature::{
-    KeyDecodeError, PemError, PublicKey, SigningKey, payload as simple_signing_payload,
+    COSIGN_KEY_LABEL, KeyDecodeError, PemError, PublicKey, SIGSTORE_KEY_LABEL, SigningKey,
+    payload as simple_signing_payload,
 };
 pub use store::Store;
 pub use trust::{TrustKey, TrustPolicy};

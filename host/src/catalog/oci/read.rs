@@ -22,7 +22,33 @@ use base64::Engine as _;
 use http::header::{ACCEPT, AUTHORIZATION, WWW_AUTHENTICATE};
 
 use super::Reference;
-use super::client::Credentials;
+
+/// Credentials for a registry.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// None.
+    Anonymous,
+    /// A user name and password (or token), sent as HTTP Basic or traded
+    /// for a bearer token as the registry asks.
+    Basic {
+        /// The user name.
+        username: String,
+        /// The password.
+        password: String,
+    },
+    /// A bearer token, sent as it is.
+    Bearer(String),
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Credentials::Anonymous => f.write_str("Anonymous"),
+            Credentials::Basic { username, .. } => write!(f, "Basic({username}, …)"),
+            Credentials::Bearer(_) => f.write_str("Bearer(…)"),
+        }
+    }
+}
 
 /// The largest manifest `pull` reads: 4 MiB.
 pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;

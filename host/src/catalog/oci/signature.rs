@@ -16,6 +16,18 @@ use p256::pkcs8::{DecodePrivateKey as _, DecodePublicKey as _, EncodePublicKey a
 use super::layout::{BlobDescriptor, MANIFEST_MEDIA_TYPE, Manifest};
 use super::{Digest, OciError, Reference};
 
+/// The PEM label cosign 2.x writes.
+pub const SIGSTORE_KEY_LABEL: &str = "ENCRYPTED SIGSTORE PRIVATE KEY";
+/// The PEM label cosign 1.x wrote.
+pub const COSIGN_KEY_LABEL: &str = "ENCRYPTED COSIGN PRIVATE KEY";
+
+/// Whether `pem` is one of cosign's encrypted keys.
+pub fn is_encrypted(pem: &str) -> bool {
+    [SIGSTORE_KEY_LABEL, COSIGN_KEY_LABEL]
+        .iter()
+        .any(|label| pem.contains(&format!("-----BEGIN {label}-----")))
+}
+
 /// The media type of a simple-signing payload layer.
 pub(crate) const PAYLOAD_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
 /// The layer annotation holding the signature.
@@ -142,7 +154,7 @@ impl SigningKey {
     /// with [`SigningKey::from_encrypted_pem`] or [`SigningKey::open`]).
     pub fn from_pem(pem: &str) -> Result<SigningKey, PemError> {
         let pem = pem.trim();
-        if super::keyfile::is_encrypted(pem) {
+        if is_encrypted(pem) {
             return Err(PemError::EncryptedCosignKey);
         }
         if pem.contains("ENCRYPTED") {
@@ -154,17 +166,6 @@ impl SigningKey {
         p256::SecretKey::from_sec1_pem(pem)
             .map(|secret| SigningKey { key: secret.into() })
             .map_err(|_| PemError::NotPrivateKey)
-    }
-
-    /// Reads an unencrypted PEM private key file; an encrypted one is
-    /// refused for want of a password ([`SigningKey::open`] asks for one).
-    pub fn from_file(path: &Path) -> Result<SigningKey, super::KeyFileError> {
-        SigningKey::open(path, &mut || {
-            Err(std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "SigningKey::from_file reads no password",
-            ))
-        })
     }
 
     /// The matching public key.

@@ -35,7 +35,7 @@ impl Store {
         let (canonical, user) = crate::sandbox::cache::owned_dir(&dir, "the content store")
             .map_err(|reason| OciError::Store {
                 path: dir.clone(),
-                reason,
+                reason: crate::sandbox::text::with_causes(&reason),
             })?;
         Ok(Store {
             dir: canonical,

@@ -26,28 +26,30 @@
 
 mod address;
 pub(crate) mod grant;
+mod meter;
+mod policy;
 mod resolve;
 mod send;
 pub(crate) mod sockets;
 
-use std::io;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 pub use grant::{Cidr, Grant, GrantError};
+pub(crate) use meter::{Budget, Meter, Notes, redacted, redacted_cut};
+pub use meter::{NetLimit, NetUsage};
+pub use policy::TlsError;
+pub(crate) use policy::{NetPolicy, NetSettings, NetShared};
 pub use resolve::{Lookup, Resolve, SystemResolver};
 
 use grant::{Destination, Host, Scheme};
 
 use super::limits::Limits;
 use super::secrets::redact::Redactor;
-use super::secrets::{Injection, Secrets};
-use super::store::truncate;
 
 /// The most refusals a call's logs note; later ones are counted in one last
 /// line.
@@ -58,275 +60,6 @@ const MAX_DESTINATION_NOTED: usize = 512;
 
 /// How many of a component's grants a refusal lists.
 const MAX_GRANTS_NOTED: usize = 5;
-
-/// Where a call's refusals are noted: its logs (stderr, the events its
-/// caller receives). The tracing log is written here, after the line is
-/// redacted and cut.
-pub(crate) type Notes = Arc<dyn Fn(String) + Send + Sync>;
-
-/// What a call used of the network, on [`CallResult::net`](crate::CallResult::net).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct NetUsage {
-    /// Requests past the grant check and within the budget: each HTTP
-    /// request, lookup and TCP connect, counted when it goes out, even when
-    /// its answer is then refused (a lookup is a message too).
-    pub requests: u64,
-    /// Requests refused: no grant, a special address, a budget spent.
-    pub denied: u64,
-    /// Request bytes sent: heads and bodies.
-    pub bytes_out: u64,
-    /// Response body bytes received.
-    pub bytes_in: u64,
-    /// Secrets replaced with `[redacted secret NAME]`: in responses the tool
-    /// received, and in what the call handed back (output, details, logs,
-    /// progress, stdout, stderr). Anything above 0 in the second place means
-    /// the tool got hold of a secret another way and tried to pass it on.
-    pub redactions: u64,
-    /// The first network budget the call breached, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<NetLimit>,
-}
-
-/// A per-call network budget ([`Limits`](crate::Limits)`::net_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NetLimit {
-    /// [`Limits::net_requests`](crate::Limits::net_requests).
-    Requests,
-    /// [`Limits::net_bytes_out`](crate::Limits::net_bytes_out).
-    BytesOut,
-    /// [`Limits::net_bytes_in`](crate::Limits::net_bytes_in).
-    BytesIn,
-    /// [`Limits::net_connections`](crate::Limits::net_connections).
-    Connections,
-    /// [`Limits::net_first_byte_timeout`](crate::Limits::net_first_byte_timeout).
-    FirstByte,
-    /// [`Limits::net_between_bytes_timeout`](crate::Limits::net_between_bytes_timeout).
-    BetweenBytes,
-}
-
-impl NetLimit {
-    const ALL: [NetLimit; 6] = [
-        NetLimit::Requests,
-        NetLimit::BytesOut,
-        NetLimit::BytesIn,
-        NetLimit::Connections,
-        NetLimit::FirstByte,
-        NetLimit::BetweenBytes,
-    ];
-}
-
-/// A call's network budgets, from its [`Limits`].
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Budget {
-    pub requests: u32,
-    pub bytes_out: u64,
-    pub bytes_in: u64,
-    pub connections: u32,
-    pub first_byte: Duration,
-    pub between_bytes: Duration,
-}
-
-impl Budget {
-    pub(crate) fn of(limits: &Limits) -> Self {
-        Budget {
-            requests: limits.net_requests,
-            bytes_out: limits.net_bytes_out,
-            bytes_in: limits.net_bytes_in,
-            connections: limits.net_connections,
-            first_byte: limits.net_first_byte_timeout,
-            between_bytes: limits.net_between_bytes_timeout,
-        }
-    }
-}
-
-/// What a call has used so far, shared by its hooks and the bodies and
-/// connections they spawn.
-#[derive(Default)]
-pub(crate) struct Meter {
-    requests: AtomicU64,
-    denied: AtomicU64,
-    bytes_out: AtomicU64,
-    bytes_in: AtomicU64,
-    redactions: AtomicU64,
-    open: AtomicUsize,
-    /// 1 + the index in [`NetLimit::ALL`] of the first breach; 0 for none.
-    limit: AtomicU8,
-    refusals_noted: AtomicUsize,
-    /// Notified when the last open connection closes.
-    closed: tokio::sync::Notify,
-    /// Set when the call has ended: whatever of its network work is left
-    /// stops.
-    ended: std::sync::atomic::AtomicBool,
-    ending: tokio::sync::Notify,
-}
-
-impl Meter {
-    fn breach(&self, limit: NetLimit) {
-        let index = NetLimit::ALL.iter().position(|l| *l == limit).unwrap_or(0) as u8;
-        let _ = self
-            .limit
-            .compare_exchange(0, index + 1, Ordering::AcqRel, Ordering::Acquire);
-    }
-
-    /// Counts `n` secrets redacted.
-    pub(crate) fn redacted(&self, n: u64) {
-        if n > 0 {
-            self.redactions.fetch_add(n, Ordering::AcqRel);
-        }
-    }
-
-    /// Ends the call's network work: requests still being sent and
-    /// connections still open stop at their next poll, even if the call's
-    /// store outlives it (a worker stuck in a file operation).
-    pub(crate) fn end(&self) {
-        self.ended.store(true, Ordering::Release);
-        self.ending.notify_waiters();
-    }
-
-    /// Resolves when [`Meter::end`] is called.
-    async fn ended(&self) {
-        loop {
-            let ending = self.ending.notified();
-            if self.ended.load(Ordering::Acquire) {
-                return;
-            }
-            ending.await;
-        }
-    }
-
-    /// Waits, at most `grace`, for the call's connections to close. A call's
-    /// connections live in tasks its store owns; dropping the store aborts
-    /// them, and an abort takes effect when the runtime next polls them.
-    pub(crate) async fn closed(&self, grace: Duration) {
-        if self.open.load(Ordering::Acquire) == 0 {
-            return;
-        }
-        let wait = async {
-            loop {
-                let closed = self.closed.notified();
-                if self.open.load(Ordering::Acquire) == 0 {
-                    return;
-                }
-                closed.await;
-            }
-        };
-        if tokio::time::timeout(grace, wait).await.is_err() {
-            tracing::warn!(
-                target: "toolcage::net",
-                open = self.open.load(Ordering::Acquire),
-                "a call's connections were still open {} ms after it ended",
-                grace.as_millis()
-            );
-        }
-    }
-
-    /// The figures so far.
-    pub(crate) fn usage(&self) -> NetUsage {
-        NetUsage {
-            requests: self.requests.load(Ordering::Acquire),
-            denied: self.denied.load(Ordering::Acquire),
-            bytes_out: self.bytes_out.load(Ordering::Acquire),
-            bytes_in: self.bytes_in.load(Ordering::Acquire),
-            redactions: self.redactions.load(Ordering::Acquire),
-            limit: match self.limit.load(Ordering::Acquire) {
-                0 => None,
-                n => NetLimit::ALL.get(usize::from(n) - 1).copied(),
-            },
-        }
-    }
-}
-
-/// What a component may reach: its grants, and the ranges its granted names
-/// may resolve into; the secrets its requests carry; with what every
-/// component shares.
-pub(crate) struct NetPolicy {
-    pub grants: Vec<Grant>,
-    pub allow_private: Vec<Cidr>,
-    pub injections: Vec<Injection>,
-    pub secrets: Secrets,
-    pub shared: Arc<NetShared>,
-}
-
-impl std::fmt::Debug for NetPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NetPolicy")
-            .field("grants", &self.grants)
-            .field("allow_private", &self.allow_private)
-            .field("injections", &self.injections)
-            .field("secrets", &self.secrets)
-            .finish_non_exhaustive()
-    }
-}
-
-/// What every component's requests share: the resolver, the TLS settings,
-/// and the count of connections open across the runtime.
-pub(crate) struct NetShared {
-    pub resolver: Arc<dyn Resolve>,
-    pub tls: Arc<rustls::ClientConfig>,
-    pub open_connections: Arc<AtomicUsize>,
-}
-
-impl std::fmt::Debug for NetShared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NetShared").finish_non_exhaustive()
-    }
-}
-
-impl NetShared {
-    /// The resolver, and TLS trusting the web PKI roots plus the
-    /// certificates in `ca_files` (PEM).
-    pub(crate) fn new(
-        resolver: Arc<dyn Resolve>,
-        ca_files: &[PathBuf],
-        open_connections: Arc<AtomicUsize>,
-    ) -> Result<NetShared, crate::Error> {
-        let mut roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        for path in ca_files {
-            for certificate in read_certificates(path)? {
-                roots.add(certificate).map_err(|e| crate::Error::CaFile {
-                    path: path.clone(),
-                    reason: format!("a certificate in it was refused: {e}"),
-                })?;
-            }
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| crate::Error::InvalidSetting {
-                what: "TLS for tools' requests",
-                message: e.to_string(),
-            })?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Ok(NetShared {
-            resolver,
-            tls: Arc::new(tls),
-            open_connections,
-        })
-    }
-}
-
-fn read_certificates(
-    path: &Path,
-) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, crate::Error> {
-    use rustls::pki_types::pem::PemObject;
-    let fail = |reason: String| crate::Error::CaFile {
-        path: path.to_path_buf(),
-        reason,
-    };
-    let pem = std::fs::read(path).map_err(|e: io::Error| fail(e.to_string()))?;
-    let certificates = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| fail(format!("not PEM certificates: {e}")))?;
-    if certificates.is_empty() {
-        return Err(fail("it holds no PEM certificate".into()));
-    }
-    Ok(certificates)
-}
 
 /// A call's network hooks: each request checked against the component's
 /// policy and budgets, then sent by toolcage's sender, or refused and
@@ -473,6 +206,9 @@ type Done = Box<dyn Future<Output = Result<(), Error>> + Send>;
 type Sent = Box<dyn Future<Output = Result<(http::Response<WasiBody>, Done), Error>> + Send>;
 
 impl WasiHttpHooks for Egress {
+    /// Checks `request` against the grants and the budgets, adds the
+    /// operator's credentials, and hands it to toolcage's sender; or
+    /// refuses it, noted, before anything leaves.
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
@@ -480,145 +216,32 @@ impl WasiHttpHooks for Egress {
         _response_done: Done,
     ) -> Sent {
         let method = request.method().as_str().to_string();
-        let uri = request.uri().clone();
-        let what = format!("{method} {uri}");
-        let scheme = match uri.scheme_str() {
-            Some("http") => Scheme::Http,
-            Some("https") => Scheme::Https,
-            _ => {
-                return self.refuse(
-                    &what,
-                    "only http and https are supported",
-                    Error::HttpProtocolError,
-                );
-            }
+        let what = format!("{method} {}", request.uri());
+        let (destination, path) = match self.destination(request.uri(), &what) {
+            Ok(parsed) => parsed,
+            Err(refused) => return refused,
         };
-        let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
-        // A query without a path (`?q=1`) is the root's.
-        let path = match uri.path_and_query().map(|p| p.as_str()) {
-            None | Some("") => "/".to_string(),
-            Some(p) if !p.starts_with('/') => format!("/{p}"),
-            Some(p) => p.to_string(),
-        };
-        let destination = match Destination::http(scheme, authority, &path) {
-            Ok(destination) => destination,
-            Err(why) => return self.refuse(&what, &why, Error::HttpRequestUriInvalid),
-        };
-        let Some(policy) = self.policy.clone() else {
-            let why = self.missing_grant(&destination, &method);
-            return self.refuse(&what, &why, Error::HttpRequestDenied);
-        };
-        let mut matching: Vec<&Grant> = policy
-            .grants
-            .iter()
-            .filter(|g| g.allows(&destination, Some(&method)))
-            .collect();
-        if matching.is_empty() {
-            let why = self.missing_grant(&destination, &method);
-            return self.refuse(&what, &why, Error::HttpRequestDenied);
-        }
-        // Headers some servers obey to take another path or method would
-        // get around a grant that limits them.
-        let override_header = OVERRIDE_HEADERS
-            .iter()
-            .find(|name| request.headers().contains_key(**name));
-        if let Some(name) = override_header {
-            matching.retain(|g| !g.is_narrowed());
-            if matching.is_empty() {
-                let why = format!(
-                    "it carries {name}, which a grant limited to a path or to methods does not allow"
-                );
-                return self.refuse(&what, &why, Error::HttpRequestDenied);
-            }
-        }
-        let named_exactly = matching.iter().any(|g| g.names_exactly(&destination.host));
-        if let Host::Ip(ip) = destination.host
-            && !named_exactly
-            && !address::allowed(ip, &policy.allow_private)
-        {
-            let why = format!(
-                "{ip} is {}; only a grant naming {ip} exactly, or allow_private, lets it through",
-                address::special(ip).unwrap_or("special")
-            );
-            return self.refuse(&what, &why, Error::DestinationIpProhibited);
-        }
-        // The operator's credentials, where an injection matches; and the
-        // response's redaction.
         let mut request = request;
-        let secrets = policy.secrets.current();
-        let overridden = override_header.is_some();
-        for injection in &policy.injections {
-            if !injection.applies(&destination, &method, overridden) {
-                continue;
-            }
-            match injection.render(&secrets) {
-                // Replaces whatever the guest set, every value of it.
-                Ok((name, value)) => {
-                    request.headers_mut().insert(name, value);
-                }
-                Err(missing) => {
-                    let why = format!(
-                        "its {} header needs the secret `{missing}`, which is not set (the operator's secrets changed since the start?)",
-                        injection.header()
-                    );
-                    return self.refuse(&what, &why, Error::HttpRequestDenied);
-                }
-            }
-        }
-        // Compressed bytes cannot be searched for secrets: a response from
-        // an origin that receives secrets must come unencoded.
-        let identity_only = policy
-            .injections
-            .iter()
-            .any(|injection| injection.same_origin(&destination));
-        if identity_only {
-            request.headers_mut().insert(
-                http::header::ACCEPT_ENCODING,
-                http::HeaderValue::from_static("identity"),
-            );
-        }
-        let redactor = secrets.redactor().cloned();
-        // The request head counts against the bytes a call may send.
-        let head = head_bytes(&request, &path);
-        let before = self.meter.bytes_out.fetch_add(head, Ordering::AcqRel);
-        if before.saturating_add(head) > self.budget.bytes_out {
-            self.meter.bytes_out.fetch_sub(head, Ordering::AcqRel);
-            self.meter.breach(NetLimit::BytesOut);
-            let why = format!(
-                "its head ({head} bytes) would take the call past its limit of {} bytes sent",
-                self.budget.bytes_out
-            );
-            return self.refuse(
-                &what,
-                &why,
-                Error::HttpRequestHeaderSectionSize(u32::try_from(head).ok()),
-            );
-        }
-        // Counted from here on, whatever its lookup answers: a lookup is
-        // itself a message to the world.
-        let sent = self.meter.requests.fetch_add(1, Ordering::AcqRel);
-        if sent >= u64::from(self.budget.requests) {
-            self.meter.requests.fetch_sub(1, Ordering::AcqRel);
-            self.meter.bytes_out.fetch_sub(head, Ordering::AcqRel);
-            self.meter.breach(NetLimit::Requests);
-            let why = format!(
-                "the call has sent {} requests, its limit",
-                self.budget.requests
-            );
-            return self.refuse(&what, &why, Error::HttpRequestDenied);
-        }
+        let granted = self
+            .granted(&destination, &method, request.headers(), &what)
+            .and_then(|grant| self.inject(grant, &destination, &method, &mut request, &what))
+            .and_then(|grant| self.charge(&request, &path, &what).map(|()| grant));
+        let Granted {
+            policy,
+            named_exactly,
+            identity_only,
+            redactor,
+            ..
+        } = match granted {
+            Ok(granted) => granted,
+            Err(refused) => return refused,
+        };
         if tracing::enabled!(target: "toolcage::net", tracing::Level::DEBUG) {
             let line = format!("{method} {destination}{path}");
             let line = redacted_cut(self.redactor.as_deref(), &self.meter, line, usize::MAX);
             tracing::debug!(target: "toolcage::net", "{}", line.escape_debug());
         }
-        if uri.path_and_query().map(|p| p.as_str()) != Some(path.as_str()) {
-            let mut parts = uri.into_parts();
-            parts.path_and_query = path.parse().ok();
-            if let Ok(fixed) = http::Uri::from_parts(parts) {
-                *request.uri_mut() = fixed;
-            }
-        }
+        set_path(&mut request, &path);
         let options = options.unwrap_or_default();
         let outgoing = send::Outgoing {
             connect_timeout: self.timeout(options.connect_timeout, self.budget.first_byte),
@@ -636,61 +259,228 @@ impl WasiHttpHooks for Egress {
             identity_only,
             redactor,
         };
-        let (notes, what) = (self.notes.clone(), outgoing.what.clone());
-        Box::new(async move {
-            use futures::FutureExt as _;
-            // A bug in the sender (or a panicking resolver of the embedder's)
-            // fails this request, not the call or the host. The panic's own
-            // message went to the panic hook; nothing here formats a
-            // request, so no secret is in it.
-            match std::panic::AssertUnwindSafe(send::send(outgoing, request))
-                .catch_unwind()
-                .await
-            {
-                Ok(sent) => sent,
-                Err(_) => {
-                    notes(format!(
-                        "toolcage: {what} failed: toolcage's HTTP sender panicked (a bug; the host's stderr has the panic)"
-                    ));
-                    Err(Error::InternalError(Some(
-                        "toolcage's HTTP sender panicked".into(),
-                    )))
-                }
-            }
-        })
+        sent_safely(outgoing, request)
     }
 }
 
-/// `text` with the call's secrets redacted (counted on `meter`), then cut
-/// to `max` bytes so that no secret's start survives the cut.
-pub(crate) fn redacted_cut(
-    redactor: Option<&Redactor>,
-    meter: &Meter,
-    text: String,
-    max: usize,
-) -> String {
-    match redactor {
-        None => truncate(text, max),
-        Some(redactor) => {
-            let (text, n) = redactor.cut(&text, max);
-            meter.redacted(n);
-            text
+/// What a request's grant check decided, for sending it.
+struct Granted {
+    policy: Arc<NetPolicy>,
+    /// Whether a matching grant names the host exactly (lets a special
+    /// address through).
+    named_exactly: bool,
+    /// Whether the request carries a header that asks for another path or
+    /// method.
+    overridden: bool,
+    /// Whether the response must come unencoded, to be searched for secrets.
+    identity_only: bool,
+    /// What redacts the secrets current when the request went out.
+    redactor: Option<Arc<Redactor>>,
+}
+
+impl Egress {
+    /// Where `uri` goes, and its path (`/` when empty), parsed strictly.
+    fn destination(&self, uri: &http::Uri, what: &str) -> Result<(Destination, String), Sent> {
+        let scheme = match uri.scheme_str() {
+            Some("http") => Scheme::Http,
+            Some("https") => Scheme::Https,
+            _ => {
+                return Err(self.refuse(
+                    what,
+                    "only http and https are supported",
+                    Error::HttpProtocolError,
+                ));
+            }
+        };
+        let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
+        // A query without a path (`?q=1`) is the root's.
+        let path = match uri.path_and_query().map(|p| p.as_str()) {
+            None | Some("") => "/".to_string(),
+            Some(p) if !p.starts_with('/') => format!("/{p}"),
+            Some(p) => p.to_string(),
+        };
+        match Destination::http(scheme, authority, &path) {
+            Ok(destination) => Ok((destination, path)),
+            Err(why) => Err(self.refuse(what, &why, Error::HttpRequestUriInvalid)),
         }
     }
-}
 
-/// The shared network state a registry builds from the operator's settings.
-#[derive(Default, Clone)]
-pub(crate) struct NetSettings {
-    pub resolver: Option<Arc<dyn Resolve>>,
-    pub ca_files: Vec<PathBuf>,
-}
-
-impl std::fmt::Debug for NetSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NetSettings")
-            .field("resolver", &self.resolver.as_ref().map(|_| "custom"))
-            .field("ca_files", &self.ca_files)
-            .finish()
+    /// The grants that let `destination` through for `method`: refused when
+    /// none does, when an override header meets only narrowed grants, or
+    /// when a special address is not named exactly.
+    fn granted(
+        &self,
+        destination: &Destination,
+        method: &str,
+        headers: &http::HeaderMap,
+        what: &str,
+    ) -> Result<Granted, Sent> {
+        let Some(policy) = self.policy.clone() else {
+            let why = self.missing_grant(destination, method);
+            return Err(self.refuse(what, &why, Error::HttpRequestDenied));
+        };
+        let mut matching: Vec<&Grant> = policy
+            .grants
+            .iter()
+            .filter(|g| g.allows(destination, Some(method)))
+            .collect();
+        if matching.is_empty() {
+            let why = self.missing_grant(destination, method);
+            return Err(self.refuse(what, &why, Error::HttpRequestDenied));
+        }
+        // Headers some servers obey to take another path or method would
+        // get around a grant that limits them.
+        let override_header = OVERRIDE_HEADERS
+            .iter()
+            .find(|name| headers.contains_key(**name));
+        if let Some(name) = override_header {
+            matching.retain(|g| !g.is_narrowed());
+            if matching.is_empty() {
+                let why = format!(
+                    "it carries {name}, which a grant limited to a path or to methods does not allow"
+                );
+                return Err(self.refuse(what, &why, Error::HttpRequestDenied));
+            }
+        }
+        let named_exactly = matching.iter().any(|g| g.names_exactly(&destination.host));
+        if let Host::Ip(ip) = destination.host
+            && !named_exactly
+            && !address::allowed(ip, &policy.allow_private)
+        {
+            let why = format!(
+                "{ip} is {}; only a grant naming {ip} exactly, or allow_private, lets it through",
+                address::special(ip).unwrap_or("special")
+            );
+            return Err(self.refuse(what, &why, Error::DestinationIpProhibited));
+        }
+        Ok(Granted {
+            policy,
+            named_exactly,
+            overridden: override_header.is_some(),
+            identity_only: false,
+            redactor: None,
+        })
     }
+
+    /// Adds the operator's credentials where an injection matches, asks for
+    /// an unencoded response from an origin that receives secrets, and
+    /// takes the redaction of the secrets current now.
+    fn inject(
+        &self,
+        mut granted: Granted,
+        destination: &Destination,
+        method: &str,
+        request: &mut http::Request<WasiBody>,
+        what: &str,
+    ) -> Result<Granted, Sent> {
+        let policy = &granted.policy;
+        let secrets = policy.secrets.current();
+        for injection in &policy.injections {
+            if !injection.applies(destination, method, granted.overridden) {
+                continue;
+            }
+            match injection.render(&secrets) {
+                // Replaces whatever the guest set, every value of it.
+                Ok((name, value)) => {
+                    request.headers_mut().insert(name, value);
+                }
+                Err(missing) => {
+                    let why = format!(
+                        "its {} header needs the secret `{missing}`, which is not set (the operator's secrets changed since the start?)",
+                        injection.header()
+                    );
+                    return Err(self.refuse(what, &why, Error::HttpRequestDenied));
+                }
+            }
+        }
+        // Compressed bytes cannot be searched for secrets: a response from
+        // an origin that receives secrets must come unencoded.
+        granted.identity_only = policy
+            .injections
+            .iter()
+            .any(|injection| injection.same_origin(destination));
+        if granted.identity_only {
+            request.headers_mut().insert(
+                http::header::ACCEPT_ENCODING,
+                http::HeaderValue::from_static("identity"),
+            );
+        }
+        granted.redactor = secrets.redactor().cloned();
+        Ok(granted)
+    }
+
+    /// Counts the request and its head against the call's budgets, or
+    /// refuses it when either is spent.
+    fn charge(
+        &self,
+        request: &http::Request<WasiBody>,
+        path: &str,
+        what: &str,
+    ) -> Result<(), Sent> {
+        let head = head_bytes(request, path);
+        let before = self.meter.bytes_out.fetch_add(head, Ordering::AcqRel);
+        if before.saturating_add(head) > self.budget.bytes_out {
+            self.meter.bytes_out.fetch_sub(head, Ordering::AcqRel);
+            self.meter.breach(NetLimit::BytesOut);
+            let why = format!(
+                "its head ({head} bytes) would take the call past its limit of {} bytes sent",
+                self.budget.bytes_out
+            );
+            let code = Error::HttpRequestHeaderSectionSize(u32::try_from(head).ok());
+            return Err(self.refuse(what, &why, code));
+        }
+        // Counted from here on, whatever its lookup answers: a lookup is
+        // itself a message to the world.
+        let sent = self.meter.requests.fetch_add(1, Ordering::AcqRel);
+        if sent >= u64::from(self.budget.requests) {
+            self.meter.requests.fetch_sub(1, Ordering::AcqRel);
+            self.meter.bytes_out.fetch_sub(head, Ordering::AcqRel);
+            self.meter.breach(NetLimit::Requests);
+            let why = format!(
+                "the call has sent {} requests, its limit",
+                self.budget.requests
+            );
+            return Err(self.refuse(what, &why, Error::HttpRequestDenied));
+        }
+        Ok(())
+    }
+}
+
+/// Gives `request` the path checked, where the guest's differed (no path,
+/// or a query without one).
+fn set_path(request: &mut http::Request<WasiBody>, path: &str) {
+    let uri = request.uri();
+    if uri.path_and_query().map(|p| p.as_str()) == Some(path) {
+        return;
+    }
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = path.parse().ok();
+    if let Ok(fixed) = http::Uri::from_parts(parts) {
+        *request.uri_mut() = fixed;
+    }
+}
+
+/// Sends `request` with toolcage's sender. A bug in the sender (or a
+/// panicking resolver of the embedder's) fails this request, not the call
+/// or the host. The panic's own message went to the panic hook; nothing
+/// here formats a request, so no secret is in it.
+fn sent_safely(outgoing: send::Outgoing, request: http::Request<WasiBody>) -> Sent {
+    let (notes, what) = (outgoing.notes.clone(), outgoing.what.clone());
+    Box::new(async move {
+        use futures::FutureExt as _;
+        match std::panic::AssertUnwindSafe(send::send(outgoing, request))
+            .catch_unwind()
+            .await
+        {
+            Ok(sent) => sent,
+            Err(_) => {
+                notes(format!(
+                    "toolcage: {what} failed: toolcage's HTTP sender panicked (a bug; the host's stderr has the panic)"
+                ));
+                Err(Error::InternalError(Some(
+                    "toolcage's HTTP sender panicked".into(),
+                )))
+            }
+        }
+    })
 }

@@ -27,10 +27,12 @@ use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 use wasmtime_wasi_http::{Error, WasiBody};
 
+use super::address;
 use super::grant::{Destination, Host, Scheme};
-use super::{Budget, Meter, NetLimit, NetPolicy, Notes, address, redacted_cut};
+use super::meter::{Budget, Meter, NetLimit, Notes, redacted_cut};
+use super::policy::NetPolicy;
 use crate::sandbox::secrets::redact::{self, Redactor};
-use crate::sandbox::store::truncate;
+use crate::sandbox::text::truncate;
 
 /// Where a request goes, checked against the grants, not yet resolved; and
 /// what it is sent within.
@@ -238,19 +240,72 @@ where
         .handshake(TokioIo::new(stream))
         .await
         .map_err(Error::Hyper)?;
-    let Outgoing {
-        what,
-        destination,
-        meter,
-        notes,
-        budget,
-        deadline,
-        first_byte_timeout,
-        between_bytes_timeout,
-        identity_only,
-        redactor,
-        ..
-    } = out;
+    let (parts, body) = origin_form(request, &out.destination)?;
+    // The wait for the first byte counts from the last chunk of the request
+    // body sent, so a long upload is not taken for a slow server.
+    let uploading = Arc::new(Activity::new());
+    let body = Metered {
+        inner: body,
+        meter: out.meter.clone(),
+        direction: Direction::Out,
+        budget: out.budget,
+        stall: None,
+        activity: Some(uploading.clone()),
+    };
+    let request = http::Request::from_parts(parts, body);
+    // The connection's future drives the request while the response head is
+    // awaited; should it end first, it is not polled again.
+    let mut connection = Some(Box::pin(connection));
+    let first_byte = FirstByte {
+        deadline: out.deadline,
+        timeout: out.first_byte_timeout,
+        uploading: &uploading,
+    };
+    let response = sender.send_request(request);
+    let response = response_head(response, &mut connection, first_byte, &out.meter).await?;
+    if tracing::enabled!(target: "toolcage::net", tracing::Level::DEBUG) {
+        let line = format!(
+            "{}: response {}",
+            out.destination,
+            response.status().as_u16()
+        );
+        let line = redacted_cut(out.redactor.as_deref(), &out.meter, line, usize::MAX);
+        tracing::debug!(target: "toolcage::net", "{}", line.escape_debug());
+    }
+    let (mut head, incoming) = response.into_parts();
+    if out.identity_only
+        && let Some(coding) = encoded(&head.headers, out.redactor.as_deref(), &out.meter)
+    {
+        (out.notes)(format!(
+            "toolcage: {} failed: the response came {coding}-encoded, but a response from an origin that receives secrets must come unencoded, so that it can be searched for them",
+            out.what
+        ));
+        return Err(Error::HttpResponseContentCoding(Some(coding)));
+    }
+    let body = response_body(&out, &mut head.headers, incoming);
+    let response = http::Response::from_parts(head, body);
+    let meter = out.meter;
+    let io = async move {
+        let _open = open;
+        let Some(connection) = connection else {
+            return Ok(());
+        };
+        tokio::select! {
+            biased;
+            () = meter.ended() => Ok(()),
+            done = connection => done.map_err(Error::Hyper),
+        }
+    };
+    Ok((response, Box::new(io)))
+}
+
+/// `request` as it goes on the wire to `destination`: HTTP/1.1, its target
+/// in origin form (the path and query), its `Host` header the one parsed
+/// and granted, whatever the guest set.
+fn origin_form(
+    request: http::Request<WasiBody>,
+    destination: &Destination,
+) -> Result<(http::request::Parts, WasiBody), Error> {
     let (mut parts, body) = request.into_parts();
     parts.uri = parts
         .uri
@@ -266,99 +321,95 @@ where
         http::HeaderValue::from_str(&destination.host_header())
             .map_err(|_| Error::HttpRequestUriInvalid)?,
     );
-    // The wait for the first byte counts from the last chunk of the request
-    // body sent, so a long upload is not taken for a slow server.
-    let uploading = Arc::new(Activity::new());
-    let body = Metered {
-        inner: body,
-        meter: meter.clone(),
-        direction: Direction::Out,
-        budget,
-        stall: None,
-        activity: Some(uploading.clone()),
-    };
-    let request = http::Request::from_parts(parts, body);
-    // The connection's future drives the request while the response head is
-    // awaited; should it end first, it is not polled again.
-    let mut connection = Some(Box::pin(connection));
-    let response = {
-        let due = |last: Instant| deadline.min(last + first_byte_timeout);
-        let mut first_byte = std::pin::pin!(tokio::time::sleep_until(due(uploading.last())));
-        let mut response = std::pin::pin!(sender.send_request(request));
-        std::future::poll_fn(|cx| {
-            if let Poll::Ready(result) = response.as_mut().poll(cx) {
-                return Poll::Ready(result.map_err(hyper_error));
-            }
-            if let Some(driving) = &mut connection
-                && let Poll::Ready(result) = driving.as_mut().poll(cx)
-            {
-                connection = None;
-                result.map_err(hyper_error)?;
-                return response.as_mut().poll(cx).map_err(hyper_error);
-            }
-            while first_byte.as_mut().poll(cx).is_ready() {
-                let next = due(uploading.last());
-                if next <= Instant::now() {
-                    meter.breach(NetLimit::FirstByte);
-                    return Poll::Ready(Err(Error::HttpResponseTimeout));
-                }
-                first_byte.as_mut().reset(next);
-            }
-            Poll::Pending
-        })
-        .await?
-    };
-    if tracing::enabled!(target: "toolcage::net", tracing::Level::DEBUG) {
-        let line = format!("{destination}: response {}", response.status().as_u16());
-        let line = redacted_cut(redactor.as_deref(), &meter, line, usize::MAX);
-        tracing::debug!(target: "toolcage::net", "{}", line.escape_debug());
+    Ok((parts, body))
+}
+
+/// How long a response head may take: until `timeout` after the request
+/// body's last chunk went out, and never past the call's `deadline`.
+struct FirstByte<'a> {
+    deadline: Instant,
+    timeout: Duration,
+    uploading: &'a Activity,
+}
+
+impl FirstByte<'_> {
+    fn due(&self) -> Instant {
+        self.deadline.min(self.uploading.last() + self.timeout)
     }
-    let (mut head, incoming) = response.into_parts();
-    if identity_only && let Some(coding) = encoded(&head.headers, redactor.as_deref(), &meter) {
-        notes(format!(
-            "toolcage: {what} failed: the response came {coding}-encoded, but a response from an origin that receives secrets must come unencoded, so that it can be searched for them"
-        ));
-        return Err(Error::HttpResponseContentCoding(Some(coding)));
-    }
+}
+
+/// Waits for the response head, driving `connection` meanwhile (left
+/// `None` should it end first), within `first_byte`.
+async fn response_head<R, C>(
+    response: R,
+    connection: &mut Option<Pin<Box<C>>>,
+    first_byte: FirstByte<'_>,
+    meter: &Meter,
+) -> Result<http::Response<hyper::body::Incoming>, Error>
+where
+    R: Future<Output = Result<http::Response<hyper::body::Incoming>, hyper::Error>>,
+    C: Future<Output = Result<(), hyper::Error>>,
+{
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(first_byte.due()));
+    let mut response = std::pin::pin!(response);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(result) = response.as_mut().poll(cx) {
+            return Poll::Ready(result.map_err(hyper_error));
+        }
+        if let Some(driving) = connection
+            && let Poll::Ready(result) = driving.as_mut().poll(cx)
+        {
+            *connection = None;
+            result.map_err(hyper_error)?;
+            return response.as_mut().poll(cx).map_err(hyper_error);
+        }
+        while timer.as_mut().poll(cx).is_ready() {
+            let next = first_byte.due();
+            if next <= Instant::now() {
+                meter.breach(NetLimit::FirstByte);
+                return Poll::Ready(Err(Error::HttpResponseTimeout));
+            }
+            timer.as_mut().reset(next);
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// The response body as the guest reads it: metered against the call's
+/// budget and its between-bytes timeout, and, when the operator holds
+/// secrets, redacted (its headers too, and its length dropped).
+fn response_body(
+    out: &Outgoing,
+    headers: &mut http::HeaderMap,
+    incoming: hyper::body::Incoming,
+) -> WasiBody {
     let body = Metered {
         inner: incoming.map_err(Error::Hyper),
-        meter: meter.clone(),
+        meter: out.meter.clone(),
         direction: Direction::In,
-        budget,
-        stall: Some(Stall::new(between_bytes_timeout, deadline)),
+        budget: out.budget,
+        stall: Some(Stall::new(out.between_bytes_timeout, out.deadline)),
         activity: None,
     };
-    let body = match redactor {
+    match out.redactor.clone() {
         None => body.boxed_unsync(),
         Some(redactor) => {
-            meter.redacted(redact_headers(&redactor, &mut head.headers));
+            out.meter.redacted(redact_headers(&redactor, headers));
             // Redaction changes the body's length.
-            head.headers.remove(http::header::CONTENT_LENGTH);
+            headers.remove(http::header::CONTENT_LENGTH);
             Redacting {
                 inner: body,
                 stream: redact::Stream::new(redactor.clone()),
                 redactor,
-                meter: meter.clone(),
+                meter: out.meter.clone(),
                 next: None,
                 trailers: None,
                 finished: false,
             }
             .boxed_unsync()
         }
-    };
-    let response = http::Response::from_parts(head, body);
-    let io = async move {
-        let _open = open;
-        let Some(connection) = connection else {
-            return Ok(());
-        };
-        tokio::select! {
-            biased;
-            () = meter.ended() => Ok(()),
-            done = connection => done.map_err(Error::Hyper),
-        }
-    };
-    Ok((response, Box::new(io)))
+    }
 }
 
 fn hyper_error(error: hyper::Error) -> Error {
@@ -700,5 +751,250 @@ impl Outgoing {
         self.meter.denied.fetch_add(1, Ordering::AcqRel);
         (self.notes)(format!("toolcage: {} refused: {why}", self.what));
         Error::DestinationIpProhibited
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use http_body_util::{BodyExt as _, Empty};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::sandbox::net::NetShared;
+    use crate::sandbox::secrets::{Secret, Secrets};
+
+    /// A server on 127.0.0.1 that reads one request head, answers `answer`
+    /// (or nothing, when `None`), and hands back the head it read.
+    async fn server(answer: Option<&'static str>) -> (u16, tokio::task::JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let served = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            while !head.ends_with(b"\r\n\r\n") {
+                let mut byte = [0u8];
+                if stream.read(&mut byte).await.unwrap() == 0 {
+                    break;
+                }
+                head.push(byte[0]);
+            }
+            match answer {
+                Some(answer) => stream.write_all(answer.as_bytes()).await.unwrap(),
+                None => tokio::time::sleep(Duration::from_secs(30)).await,
+            }
+            String::from_utf8(head).unwrap()
+        });
+        (port, served)
+    }
+
+    struct Call {
+        meter: Arc<Meter>,
+        notes: Arc<Mutex<Vec<String>>>,
+    }
+
+    /// An outgoing request to `authority` (resolved by `resolver`), within
+    /// generous budgets but for `bytes_in` and a 200 ms first byte.
+    fn outgoing(
+        authority: &str,
+        resolver: Arc<dyn crate::Resolve>,
+        allow_private: Vec<crate::Cidr>,
+        bytes_in: u64,
+        redactor: Option<Arc<Redactor>>,
+    ) -> (Outgoing, Call) {
+        let destination = Destination::http(Scheme::Http, authority, "/path").unwrap();
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+        let policy = NetPolicy {
+            grants: Vec::new(),
+            allow_private,
+            injections: Vec::new(),
+            secrets: Secrets::new(),
+            shared: Arc::new(NetShared {
+                resolver,
+                tls: Arc::new(tls),
+                open_connections: Arc::default(),
+            }),
+        };
+        let budget = Budget {
+            requests: 10,
+            bytes_out: 1 << 20,
+            bytes_in,
+            connections: 4,
+            first_byte: Duration::from_millis(200),
+            between_bytes: Duration::from_secs(5),
+        };
+        let call = Call {
+            meter: Arc::default(),
+            notes: Arc::default(),
+        };
+        let notes = call.notes.clone();
+        let out = Outgoing {
+            what: format!("GET http://{authority}/path"),
+            named_exactly: matches!(destination.host, Host::Ip(_)),
+            destination,
+            policy: Arc::new(policy),
+            budget,
+            meter: call.meter.clone(),
+            notes: Arc::new(move |line| notes.lock().unwrap().push(line)),
+            deadline: Instant::now() + Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
+            first_byte_timeout: budget.first_byte,
+            between_bytes_timeout: budget.between_bytes,
+            identity_only: redactor.is_some(),
+            redactor,
+        };
+        (out, call)
+    }
+
+    fn no_resolver() -> Arc<dyn crate::Resolve> {
+        Arc::new(|name: &str| -> io::Result<Vec<IpAddr>> { panic!("looked up {name}") })
+    }
+
+    fn get() -> http::Request<WasiBody> {
+        let body = Empty::<Bytes>::new().map_err(|never| match never {});
+        let mut request = http::Request::get("http://ignored/path")
+            .body(body.boxed_unsync())
+            .unwrap();
+        request
+            .headers_mut()
+            .insert(http::header::HOST, "evil.example".parse().unwrap());
+        request
+    }
+
+    /// Sends `out`, driving its connection, and reads the whole body.
+    async fn fetch(out: Outgoing) -> Result<(http::response::Parts, Result<Bytes, Error>), Error> {
+        let (response, io) = send(out, get()).await?;
+        tokio::spawn(Box::into_pin(io));
+        let (head, body) = response.into_parts();
+        let body = body.collect().await.map(|collected| collected.to_bytes());
+        Ok((head, body))
+    }
+
+    #[tokio::test]
+    async fn a_loopback_answer_comes_back_metered_with_the_granted_host() {
+        let (port, served) = server(Some(
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: b\r\n\r\nhello",
+        ))
+        .await;
+        let (out, call) = outgoing(
+            &format!("127.0.0.1:{port}"),
+            no_resolver(),
+            vec![],
+            1 << 20,
+            None,
+        );
+        let (head, body) = fetch(out).await.unwrap();
+        assert_eq!(head.status, 200);
+        assert_eq!(head.headers["x-a"], "b");
+        assert_eq!(body.unwrap(), "hello");
+        let sent = served.await.unwrap().to_ascii_lowercase();
+        assert!(sent.starts_with("get /path http/1.1\r\n"), "{sent}");
+        assert!(
+            sent.contains(&format!("host: 127.0.0.1:{port}\r\n")),
+            "{sent}"
+        );
+        assert!(
+            !sent.contains("evil.example"),
+            "the guest's Host is replaced"
+        );
+        let usage = call.meter.usage();
+        assert_eq!((usage.bytes_in, usage.limit), (5, None));
+    }
+
+    #[tokio::test]
+    async fn a_body_past_the_budget_fails_the_read_and_names_the_limit() {
+        let (port, _served) = server(Some(
+            "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789",
+        ))
+        .await;
+        let (out, call) = outgoing(&format!("127.0.0.1:{port}"), no_resolver(), vec![], 4, None);
+        let (_, body) = fetch(out).await.unwrap();
+        assert!(body.is_err(), "{body:?}");
+        assert_eq!(call.meter.usage().limit, Some(NetLimit::BytesIn));
+    }
+
+    #[tokio::test]
+    async fn a_server_that_never_answers_breaches_the_first_byte_timeout() {
+        let (port, _served) = server(None).await;
+        let (out, call) = outgoing(
+            &format!("127.0.0.1:{port}"),
+            no_resolver(),
+            vec![],
+            1 << 20,
+            None,
+        );
+        let started = std::time::Instant::now();
+        let error = fetch(out).await.unwrap_err();
+        assert!(matches!(error, Error::HttpResponseTimeout), "{error:?}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(call.meter.usage().limit, Some(NetLimit::FirstByte));
+    }
+
+    #[tokio::test]
+    async fn a_name_resolving_to_loopback_is_refused_unless_its_range_is_allowed() {
+        let (port, _served) = server(Some("HTTP/1.1 204 No Content\r\n\r\n")).await;
+        let loopback: Arc<dyn crate::Resolve> =
+            Arc::new(|_: &str| Ok(vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]));
+        let authority = format!("api.test:{port}");
+        let (out, call) = outgoing(&authority, loopback.clone(), vec![], 1 << 20, None);
+        let error = fetch(out).await.unwrap_err();
+        assert!(matches!(error, Error::DestinationIpProhibited), "{error:?}");
+        assert_eq!(call.meter.usage().denied, 1);
+        let notes = call.notes.lock().unwrap().clone();
+        assert!(notes[0].contains("resolves to 127.0.0.1"), "{notes:?}");
+        let allowed = vec!["127.0.0.0/8".parse().unwrap()];
+        let (out, _) = outgoing(&authority, loopback, allowed, 1 << 20, None);
+        assert_eq!(fetch(out).await.unwrap().0.status, 204);
+    }
+
+    #[tokio::test]
+    async fn secrets_are_redacted_and_encoded_answers_refused_where_they_are_held() {
+        let secret = Secret::new("TOKEN", "s3cr3t-value-123").unwrap();
+        let redactor = Arc::new(Redactor::new([&secret]).unwrap());
+        let (port, _served) = server(Some(
+            "HTTP/1.1 200 OK\r\nX-Echo: s3cr3t-value-123\r\nContent-Length: 21\r\n\r\nkey=s3cr3t-value-123;",
+        ))
+        .await;
+        let authority = format!("127.0.0.1:{port}");
+        let (out, call) = outgoing(
+            &authority,
+            no_resolver(),
+            vec![],
+            1 << 20,
+            Some(redactor.clone()),
+        );
+        let (head, body) = fetch(out).await.unwrap();
+        let body = String::from_utf8(body.unwrap().to_vec()).unwrap();
+        assert!(
+            !body.contains("s3cr3t") && body.starts_with("key="),
+            "{body}"
+        );
+        assert!(!head.headers["x-echo"].to_str().unwrap().contains("s3cr3t"));
+        assert!(!head.headers.contains_key(http::header::CONTENT_LENGTH));
+        assert_eq!(call.meter.usage().redactions, 2);
+        let (port, _served) = server(Some(
+            "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 0\r\n\r\n",
+        ))
+        .await;
+        let (out, _) = outgoing(
+            &format!("127.0.0.1:{port}"),
+            no_resolver(),
+            vec![],
+            1 << 20,
+            Some(redactor),
+        );
+        let error = fetch(out).await.unwrap_err();
+        assert!(
+            matches!(error, Error::HttpResponseContentCoding(_)),
+            "{error:?}"
+        );
     }
 }

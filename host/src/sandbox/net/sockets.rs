@@ -30,7 +30,8 @@ use wasmtime_wasi::sockets::SocketAddrUse;
 
 use super::address;
 use super::grant::{Destination, Host as DestinationHost, Scheme};
-use super::{Budget, Meter, NetLimit, NetPolicy, Notes};
+use super::meter::{Budget, Meter, NetLimit, Notes};
+use super::policy::NetPolicy;
 
 /// Which names this call looked up, by the addresses they answered: a
 /// connect to one of those addresses is judged by the name's grants.
@@ -302,9 +303,9 @@ enum Answer {
 }
 
 /// The `resolve-address-stream` a tool reads a lookup's answer from.
-pub(crate) struct Lookup(Answer);
+pub(crate) struct AddressStream(Answer);
 
-impl Lookup {
+impl AddressStream {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if let Answer::Pending(pending) = &mut self.0 {
             match pending.as_mut().poll(cx) {
@@ -317,7 +318,7 @@ impl Lookup {
 }
 
 #[wasmtime_wasi::async_trait]
-impl Pollable for Lookup {
+impl Pollable for AddressStream {
     async fn ready(&mut self) {
         std::future::poll_fn(|cx| self.poll(cx)).await;
     }
@@ -338,8 +339,8 @@ impl HasData for Lookups {
 }
 
 // The bindings name wasmtime-wasi's own stream type; the table holds a
-// [`Lookup`] under the same handle, and only this code reads it.
-fn ours(resource: &Resource<ResolveAddressStream>) -> Resource<Lookup> {
+// [`AddressStream`] under the same handle, and only this code reads it.
+fn ours(resource: &Resource<ResolveAddressStream>) -> Resource<AddressStream> {
     Resource::new_borrow(resource.rep())
 }
 
@@ -374,7 +375,7 @@ impl Host for LookupView<'_> {
     ) -> Result<Resource<ResolveAddressStream>, SocketError> {
         self.table.get(&network)?;
         let pending = self.sockets.lookup(&name)?;
-        let lookup = self.table.push(Lookup(Answer::Pending(pending)))?;
+        let lookup = self.table.push(AddressStream(Answer::Pending(pending)))?;
         Ok(Resource::new_own(lookup.rep()))
     }
 }
@@ -407,7 +408,7 @@ impl HostResolveAddressStream for LookupView<'_> {
 
     fn drop(&mut self, resource: Resource<ResolveAddressStream>) -> wasmtime::Result<()> {
         self.table
-            .delete(Resource::<Lookup>::new_own(resource.rep()))?;
+            .delete(Resource::<AddressStream>::new_own(resource.rep()))?;
         Ok(())
     }
 }

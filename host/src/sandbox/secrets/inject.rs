@@ -15,7 +15,8 @@ use base64::engine::general_purpose::STANDARD;
 use http::{HeaderName, HeaderValue};
 use zeroize::Zeroizing;
 
-use super::{SecretSet, check_name};
+use super::secret::check_name;
+use super::set::SecretSet;
 use crate::sandbox::net::grant::{Destination, Grant, Host, Scheme};
 
 /// Adds a header carrying a secret to the requests of one component that go

@@ -32,7 +32,7 @@ use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 use bytes::Bytes;
 use zeroize::Zeroizing;
 
-use super::Secret;
+use super::secret::Secret;
 
 /// The shortest partial form a cut text may end with and still be
 /// redacted: a shorter tail tells next to nothing.
