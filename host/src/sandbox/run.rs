@@ -14,6 +14,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -396,10 +397,34 @@ async fn bounded(
     tokio::select! {
         biased;
         () = cancelled(cancel) => Err(cancelled_abort()),
-        ran = tokio::time::timeout_at(deadline.into(), guest) => {
-            ran.unwrap_or_else(|_| Err(timeout_abort(limits)))
-        }
+        ran = within(deadline, guest) => ran.unwrap_or_else(|| Err(timeout_abort(limits))),
     }
+}
+
+/// `future`'s output, or `None` once `deadline` passes. The timer is made
+/// only when the future has to wait: most calls finish in their first poll,
+/// and every tokio timer, even one never polled, takes the lock of the
+/// runtime's one timer wheel when it is dropped, a lock that concurrent
+/// callers would otherwise take on every call. (A guest that computes is
+/// stopped at the deadline by the epoch interruption anyway; the timer is
+/// for one waiting in the host.)
+async fn within<F: Future>(deadline: Instant, future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut timer = std::pin::pin!(None::<tokio::time::Sleep>);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = future.as_mut().poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        if timer.is_none() {
+            timer.set(Some(tokio::time::sleep_until(deadline.into())));
+        }
+        let expired = timer.as_mut().as_pin_mut().map(|timer| timer.poll(cx));
+        match expired {
+            Some(Poll::Ready(())) => Poll::Ready(None),
+            _ => Poll::Pending,
+        }
+    })
+    .await
 }
 
 /// Instantiates the component in a fresh store and runs `invocation`.
@@ -582,5 +607,36 @@ fn classify(
     Abort {
         kind: ErrorKind::Trap,
         message: format!("The tool crashed: {reason}."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_future_within_its_deadline_gives_its_output() {
+        let past = Instant::now() - Duration::from_secs(1);
+        // Ready at once: the deadline is not even looked at.
+        assert_eq!(within(past, async { 7 }).await, Some(7));
+        let soon = Instant::now() + Duration::from_secs(5);
+        let waited = within(soon, async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            8
+        });
+        assert_eq!(waited.await, Some(8));
+    }
+
+    #[tokio::test]
+    async fn a_future_still_waiting_at_its_deadline_is_given_up() {
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(20);
+        let never = within(deadline, std::future::pending::<()>());
+        assert_eq!(never.await, None);
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(20) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
     }
 }
