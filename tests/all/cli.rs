@@ -757,21 +757,7 @@ fn golden(name: &str, dir: &Path, args: &[&str], output: &Output) {
         mask(stdout(output)),
         mask(stderr(output)),
     );
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("golden/cli")
-        .join(format!("{name}.txt"));
-    if std::env::var_os("BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, text).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run with BLESS=1 to create it", path.display()));
-    assert!(
-        expected == text,
-        "{} differs from the output; run with BLESS=1 to update it if the change is intended.\n--- expected\n{expected}\n--- actual\n{text}",
-        path.display()
-    );
+    toolcage_tests::assert_golden(&format!("golden/cli/{name}.txt"), &text);
 }
 
 /// Runs `toolcage --no-bundled --tools DIR ARGS` in `dir` and compares it

@@ -560,3 +560,21 @@ pub mod bench {
         profile_dir.join("toolcage")
     }
 }
+
+/// Compares `text` with the golden file at `path` (relative to the tests
+/// crate), or writes it there under `BLESS=1` (then review the diff).
+pub fn assert_golden(path: &str, text: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run with BLESS=1 to create it", path.display()));
+    assert!(
+        expected == text,
+        "{} differs from the output; run with BLESS=1 to update it if the change is intended.\n--- expected\n{expected}\n--- actual\n{text}",
+        path.display()
+    );
+}

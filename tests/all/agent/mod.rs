@@ -5,7 +5,6 @@
 //! Golden files live in `tests/golden/`; run with `BLESS=1` to rewrite them
 //! after an intended change, and review the diff.
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,22 +40,8 @@ async fn echo_and_misbehave() -> Arc<Registry> {
 
 /// Compares `actual` with the golden file `name`, or rewrites it under `BLESS=1`.
 fn golden(name: &str, actual: &Value) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("golden")
-        .join(name);
     let text = serde_json::to_string_pretty(actual).unwrap() + "\n";
-    if std::env::var_os("BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, text).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run with BLESS=1 to create it", path.display()));
-    assert!(
-        expected == text,
-        "{} differs from the output; run with BLESS=1 to update it if the change is intended.\n--- expected\n{expected}\n--- actual\n{text}",
-        path.display()
-    );
+    toolcage_tests::assert_golden(&format!("golden/{name}"), &text);
 }
 
 /// Collects a runner's events.
