@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::filesystem::WasiFilesystemCtx;
 use wasmtime_wasi::{FsPerms, WasiCtx};
@@ -31,7 +30,7 @@ use super::outcome::{CancelToken, ErrorKind, GuestEvent, GuestEvents, LogLevel, 
 use super::secrets::Secrets;
 use super::secrets::redact::Redactor;
 use super::settings::ComponentSettings;
-use super::slots::Slots;
+use super::slots::{Slot, Slots};
 use super::state::{
     CallState, CappedPipe, GrowthRefusals, MAX_COMPONENT_HANDLES, MAX_WASI_RESOURCES, MemoryLimiter,
 };
@@ -277,7 +276,7 @@ async fn admit(
     deadline: Instant,
     cancel: Option<&CancelToken>,
     loading: bool,
-) -> Result<(OwnedSemaphorePermit, bool), Abort> {
+) -> Result<(Slot, bool), Abort> {
     let slots = &sandbox.slots;
     if !cancel.is_some_and(CancelToken::is_cancelled)
         && let Some(slot) = slots.free(loading)
@@ -308,7 +307,7 @@ async fn on_worker(
     cancel: Option<&CancelToken>,
     capture: &Capture,
     fs: WasiFilesystemCtx,
-    slot: OwnedSemaphorePermit,
+    slot: Slot,
     deadline: Instant,
 ) -> Result<GuestReturn, Abort> {
     let (sender, mut receiver) = tokio::sync::oneshot::channel();

@@ -9,19 +9,25 @@
 //! caller gave up while its tool was blocked in a file operation keeps its
 //! slot until the operation returns; such calls are counted, so that past a
 //! few of them file operations move to tokio's blocking pool.
+//!
+//! Taking and giving back a free slot is one atomic operation each way, with
+//! no lock: concurrent callers would otherwise contend for a semaphore's
+//! lock on every call (tokio's takes its waiters' lock on every release).
+//! Only a call that finds every slot taken waits, in turn, and callers that
+//! arrive while others wait queue behind them rather than take a slot first.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Notify;
 
 /// The slots calls and loads take, shared by a runtime and every sandbox it
 /// runs. Cloning shares them.
 #[derive(Clone)]
 pub(crate) struct Slots {
-    calls: Arc<Semaphore>,
-    loading: Arc<Semaphore>,
+    calls: Arc<Pool>,
+    loading: Arc<Pool>,
     max_calls: usize,
     /// Calls whose caller gave up (timeout, cancellation) while their worker
     /// was still blocked in a file operation.
@@ -39,8 +45,8 @@ impl Slots {
     pub(crate) fn new(max_calls: usize) -> Slots {
         let max_calls = max_calls.max(1);
         Slots {
-            calls: Arc::new(Semaphore::new(max_calls)),
-            loading: Arc::new(Semaphore::new(loading_slots())),
+            calls: Arc::new(Pool::new(max_calls)),
+            loading: Arc::new(Pool::new(loading_slots())),
             max_calls,
             stuck: Arc::default(),
         }
@@ -53,7 +59,7 @@ impl Slots {
 
     /// How many slots are running a call now.
     pub(crate) fn busy(&self) -> usize {
-        self.max_calls - self.calls.available_permits()
+        self.max_calls - self.calls.free.load(Ordering::Relaxed)
     }
 
     /// How many calls were given up on while blocked in a file operation.
@@ -65,32 +71,119 @@ impl Slots {
         &self.stuck
     }
 
-    fn semaphore(&self, loading: bool) -> &Arc<Semaphore> {
+    fn pool(&self, loading: bool) -> &Arc<Pool> {
         match loading {
             true => &self.loading,
             false => &self.calls,
         }
     }
 
-    /// A free slot, if there is one now.
-    pub(crate) fn free(&self, loading: bool) -> Option<OwnedSemaphorePermit> {
-        self.semaphore(loading).clone().try_acquire_owned().ok()
+    /// A free slot, if there is one now and no call is waiting for one.
+    pub(crate) fn free(&self, loading: bool) -> Option<Slot> {
+        Pool::take(self.pool(loading))
     }
 
-    /// Waits for a free slot until `deadline`.
-    pub(crate) async fn wait(
-        &self,
-        deadline: Instant,
-        loading: bool,
-    ) -> Option<OwnedSemaphorePermit> {
-        let slots = self.semaphore(loading).clone();
-        if let Ok(permit) = slots.clone().try_acquire_owned() {
-            return Some(permit);
+    /// Waits for a free slot until `deadline`, in turn with the other
+    /// waiting calls.
+    pub(crate) async fn wait(&self, deadline: Instant, loading: bool) -> Option<Slot> {
+        let pool = self.pool(loading);
+        if let Some(slot) = Pool::take(pool) {
+            return Some(slot);
         }
-        tokio::time::timeout_at(deadline.into(), slots.acquire_owned())
+        tokio::time::timeout_at(deadline.into(), Pool::queue(pool))
             .await
-            .ok()?
             .ok()
+    }
+}
+
+/// A counting semaphore: `free` slots, and the calls waiting for one.
+struct Pool {
+    free: AtomicUsize,
+    waiting: AtomicUsize,
+    /// Told when a slot is given back while calls wait.
+    given_back: Notify,
+}
+
+/// A slot taken from a pool, given back when dropped.
+pub(crate) struct Slot {
+    pool: Arc<Pool>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.pool.free.fetch_add(1, Ordering::SeqCst);
+        if self.pool.waiting.load(Ordering::SeqCst) > 0 {
+            self.pool.given_back.notify_one();
+        }
+    }
+}
+
+impl Pool {
+    fn new(slots: usize) -> Self {
+        Pool {
+            free: AtomicUsize::new(slots),
+            waiting: AtomicUsize::new(0),
+            given_back: Notify::new(),
+        }
+    }
+
+    /// A slot, unless none is free or calls are waiting for one.
+    fn take(pool: &Arc<Pool>) -> Option<Slot> {
+        if pool.waiting.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        Pool::take_free(pool)
+    }
+
+    fn take_free(pool: &Arc<Pool>) -> Option<Slot> {
+        let taken = pool
+            .free
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |free| {
+                free.checked_sub(1)
+            });
+        taken.ok().map(|_| Slot { pool: pool.clone() })
+    }
+
+    /// Waits, as one of the waiting calls, until a slot is given back.
+    async fn queue(pool: &Arc<Pool>) -> Slot {
+        let _waiting = Waiting::count(pool);
+        loop {
+            // Listening before looking: a slot given back after the look
+            // wakes this call (or a waiter before it, which takes it).
+            let given_back = pool.given_back.notified();
+            tokio::pin!(given_back);
+            given_back.as_mut().enable();
+            if let Some(slot) = Pool::take_free(pool) {
+                // Another waiter may have been told of a slot this call
+                // took: pass the word on.
+                if pool.free.load(Ordering::SeqCst) > 0 {
+                    pool.given_back.notify_one();
+                }
+                return slot;
+            }
+            given_back.await;
+        }
+    }
+}
+
+/// A call counted among a pool's waiting calls while it lives.
+struct Waiting<'a>(&'a Pool);
+
+impl<'a> Waiting<'a> {
+    fn count(pool: &'a Pool) -> Self {
+        pool.waiting.fetch_add(1, Ordering::SeqCst);
+        Waiting(pool)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+        // A waiter that gives up (its deadline passed) may have been the one
+        // told of a free slot: pass the word on.
+        if self.0.free.load(Ordering::SeqCst) > 0 {
+            self.0.given_back.notify_one();
+        }
     }
 }
 
@@ -110,6 +203,58 @@ mod tests {
         drop(first);
         assert_eq!(slots.busy(), 1);
         assert!(slots.free(false).is_some());
+    }
+
+    #[tokio::test]
+    async fn waiting_calls_are_served_in_turn_and_never_overtaken() {
+        let slots = Slots::new(1);
+        let held = slots.free(false).unwrap();
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for n in 0..4 {
+            let (slots, order) = (slots.clone(), order.clone());
+            waiters.push(tokio::spawn(async move {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                let slot = slots.wait(deadline, false).await.expect("a slot in time");
+                order.lock().unwrap().push(n);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                drop(slot);
+            }));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            slots.free(false).is_none(),
+            "a newcomer does not overtake the waiters"
+        );
+        drop(held);
+        for waiter in waiters {
+            waiter.await.unwrap();
+        }
+        assert_eq!(order.lock().unwrap().len(), 4);
+        assert_eq!(slots.busy(), 0, "every slot given back");
+        assert!(slots.free(false).is_some());
+    }
+
+    #[tokio::test]
+    async fn many_callers_never_hold_more_slots_than_there_are() {
+        let slots = Slots::new(3);
+        let most = Arc::new(AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..64)
+            .map(|_| {
+                let (slots, most) = (slots.clone(), most.clone());
+                tokio::spawn(async move {
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    let _slot = slots.wait(deadline, false).await.expect("a slot in time");
+                    most.fetch_max(slots.busy(), Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert!(most.load(Ordering::SeqCst) <= 3);
+        assert_eq!(slots.busy(), 0);
     }
 
     #[test]
