@@ -181,6 +181,11 @@ pub(crate) async fn run(
     observer: Observer,
     cancel: Option<&CancelToken>,
 ) -> RunReport {
+    // A call that never waits would never give its thread back to the
+    // runtime: take a unit of the task's cooperative budget, as a tokio
+    // timer or semaphore would, so that a caller making call after call
+    // still lets the runtime schedule (and other workers take) other tasks.
+    tokio::task::consume_budget().await;
     let started = Instant::now();
     let limits = &sandbox.grants.limits;
     let deadline = started + limits.timeout;
