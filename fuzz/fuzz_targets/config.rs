@@ -25,7 +25,10 @@ fuzz_target!(|data: &[u8]| {
     let config = match Config::parse(text, Path::new(BASE)) {
         Ok(config) => config,
         Err(error) => {
-            assert!(!error.to_string().trim().is_empty(), "an empty error for {text:?}");
+            assert!(
+                !error.to_string().trim().is_empty(),
+                "an empty error for {text:?}"
+            );
             assert!(
                 Config::parse(text, Path::new(OTHER_BASE)).is_err(),
                 "accepted or refused by where it is: {text:?}"
