@@ -176,6 +176,19 @@ pub fn client_clis() -> PathBuf {
                 dir.display(),
                 PACKAGES.join(" ")
             );
+            // Scripts were not run; Claude Code's own postinstall only puts
+            // its platform's binary (an optional dependency, installed
+            // above) in place of the `claude` placeholder, offline.
+            let claude = dir.join("node_modules/@anthropic-ai/claude-code");
+            let status = Command::new("node")
+                .arg("install.cjs")
+                .current_dir(&claude)
+                .status();
+            assert!(
+                status.as_ref().is_ok_and(|s| s.success()),
+                "placing Claude Code's binary failed ({status:?}); run: (cd {} && node install.cjs)",
+                claude.display()
+            );
             std::fs::write(&stamp, wanted).expect("write the stamp");
         }
         dir.join("node_modules/.bin")
