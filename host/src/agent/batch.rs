@@ -163,7 +163,7 @@ impl Runner {
             Some(telemetry) => {
                 let tracer = telemetry.tracer(self.origin.clone());
                 self.edit_policy(|mut policy| {
-                    policy.tracer = Some(tracer);
+                    policy.tracer = tracer;
                     policy
                 })
             }

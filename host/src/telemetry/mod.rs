@@ -255,12 +255,14 @@ impl Telemetry {
         self.inner.queue.as_ref().map_or(0, calls::Queue::dropped)
     }
 
-    /// The call path's tracer for calls from `origin`.
-    pub(crate) fn tracer(&self, origin: Option<Arc<CallOrigin>>) -> Arc<dyn Tracer> {
-        Arc::new(calls::CallTracer {
+    /// The call path's tracer for calls from `origin`; none when this
+    /// telemetry records nothing, so that its calls pay nothing for it.
+    pub(crate) fn tracer(&self, origin: Option<Arc<CallOrigin>>) -> Option<Arc<dyn Tracer>> {
+        self.inner.queue.as_ref()?;
+        Some(Arc::new(calls::CallTracer {
             telemetry: self.clone(),
             origin,
-        })
+        }))
     }
 
     /// Reports, as gauges, how many of `runtime`'s sandbox slots are busy
@@ -366,7 +368,7 @@ impl CallPolicy {
     /// to `telemetry`, from `origin` (its spans' parent; none: each call's
     /// span is a root). Default: none.
     pub fn telemetry(mut self, telemetry: &Telemetry, origin: Option<CallOrigin>) -> Self {
-        self.tracer = Some(telemetry.tracer(origin.map(Arc::new)));
+        self.tracer = telemetry.tracer(origin.map(Arc::new));
         self
     }
 }
