@@ -31,7 +31,10 @@ use crate::sandbox::secrets::{Injection, InjectionError, Secret, Secrets};
 use crate::sandbox::settings::{self, ComponentSettings};
 use crate::sandbox::slots::loading_slots;
 use crate::sandbox::text::with_causes;
-use crate::sandbox::{self, Files, Grants, GuestReturn, Invocation, Observer, Sandbox, SlotShape};
+use crate::sandbox::{
+    self, Compiled, Files, Grants, GuestReturn, Invocation, Observer, Sandbox, SlotShape,
+    WitDescriptor,
+};
 use crate::{Error, LoadError};
 
 /// The most tools one component may declare: more is a bug or an attempt to
@@ -718,29 +721,77 @@ impl Registry {
         source: Source,
         content: Result<Content, LoadError>,
     ) -> Result<Prepared, LoadError> {
-        let content = content?;
-        let mut hash = content.hash.clone();
         let limits = self.policy.limits_for(&name);
-        let shape = SlotShape::of(&limits);
-        let pre = match (self.runtime.compile(content, shape).await, &source) {
+        let (pre, hash) = self.compile(content?, &source, &limits).await?;
+        let tools = self.describe(&name, pre.clone(), limits.clone()).await?;
+        let grants = Grants {
+            limits,
+            mounts: self.policy.mounts_for(&name),
+            network: self.policy.network_for(&name),
+            settings: self.policy.settings_for(&name),
+            secrets: self.policy.secrets.clone(),
+        };
+        let held = grants
+            .mounts
+            .iter()
+            .map(|mount| (mount.clone(), self.policy.held[mount.host()].clone()))
+            .collect();
+        let files = Files::new(held).map_err(|e| LoadError::Mount(with_causes(&e)))?;
+        let component = Arc::new(Component {
+            name,
+            source,
+            hash,
+            grants_hash: grants_hash(&grants),
+            sandbox: Arc::new(Sandbox {
+                pre,
+                grants,
+                files,
+                slots: self.runtime.slots().clone(),
+            }),
+        });
+        let entries = tools
+            .into_iter()
+            .map(|tool| Arc::new(Entry::new(tool, &component)))
+            .collect();
+        Ok(Prepared { component, entries })
+    }
+
+    /// Compiles `content` for slots of `limits`' shape; with its hash.
+    async fn compile(
+        &self,
+        content: Content,
+        source: &Source,
+        limits: &Limits,
+    ) -> Result<(Compiled, String), LoadError> {
+        let hash = content.hash.clone();
+        let shape = SlotShape::of(limits);
+        match (self.runtime.compile(content, shape).await, source) {
             // Replaced between hashing and reading (an editor saving): once
             // more, with what the file holds now.
             (Err(ComponentError::Content(ContentError::Changed)), Source::File(path)) => {
                 let content = Content::of_file(path).await?;
-                hash = content.hash.clone();
-                self.runtime.compile(content, shape).await?
+                let hash = content.hash.clone();
+                Ok((self.runtime.compile(content, shape).await?, hash))
             }
-            (pre, _) => pre?,
-        };
+            (pre, _) => Ok((pre?, hash)),
+        }
+    }
 
-        // describe() runs with the component's limits and no filesystem.
+    /// Runs `describe()` (with the component's limits and no filesystem)
+    /// and checks every descriptor it returns.
+    async fn describe(
+        &self,
+        name: &str,
+        pre: Compiled,
+        limits: Limits,
+    ) -> Result<Vec<CheckedTool>, LoadError> {
         let describing = Arc::new(Sandbox {
             pre,
             grants: Grants {
                 limits,
                 mounts: Vec::new(),
                 network: None,
-                settings: self.policy.settings_for(&name),
+                settings: self.policy.settings_for(name),
                 secrets: self.policy.secrets.clone(),
             },
             files: None,
@@ -757,78 +808,7 @@ impl Registry {
                 });
             }
         };
-        if descriptors.is_empty() {
-            return Err(LoadError::NoTools);
-        }
-        if descriptors.len() > MAX_TOOLS_PER_COMPONENT {
-            return Err(LoadError::TooManyTools(descriptors.len()));
-        }
-        let mut tools: Vec<CheckedTool> = Vec::with_capacity(descriptors.len());
-        for wit in descriptors {
-            let tool = wit.name.clone();
-            if tools.iter().any(|t| t.descriptor.name == tool) {
-                return Err(LoadError::InvalidDescriptor {
-                    tool,
-                    reason: "declared twice by this component".into(),
-                });
-            }
-            let checked = schema::check_descriptor(wit)
-                .map_err(|reason| LoadError::InvalidDescriptor { tool, reason })?;
-            tools.push(checked);
-        }
-        let grants = Grants {
-            limits,
-            mounts: self.policy.mounts_for(&name),
-            network: self.policy.network_for(&name),
-            settings: self.policy.settings_for(&name),
-            secrets: self.policy.secrets.clone(),
-        };
-        let grants_hash = blake3::hash(
-            format!(
-                "{:?}{:?}{:?}{:?}",
-                grants.limits, grants.mounts, grants.network, grants.settings
-            )
-            .as_bytes(),
-        )
-        .to_hex()
-        .to_string();
-        let held = grants
-            .mounts
-            .iter()
-            .map(|mount| (mount.clone(), self.policy.held[mount.host()].clone()))
-            .collect();
-        let files = Files::new(held).map_err(|e| LoadError::Mount(with_causes(&e)))?;
-        let sandbox = Sandbox {
-            pre: describing.pre.clone(),
-            grants,
-            files,
-            slots: self.runtime.slots().clone(),
-        };
-        let component = Arc::new(Component {
-            name,
-            source,
-            hash,
-            grants_hash,
-            sandbox: Arc::new(sandbox),
-        });
-        let entries = tools
-            .into_iter()
-            .map(|tool| {
-                Arc::new(Entry {
-                    info: ToolInfo {
-                        descriptor: tool.descriptor,
-                        component: component.name.clone(),
-                        source: component.source.clone(),
-                        component_hash: component.hash.clone(),
-                        grants_hash: component.grants_hash.clone(),
-                    },
-                    component: component.clone(),
-                    input: tool.input,
-                    output: tool.output,
-                })
-            })
-            .collect();
-        Ok(Prepared { component, entries })
+        check_descriptors(descriptors)
     }
 
     /// Registers the tools whose names are free; first wins.
@@ -961,6 +941,59 @@ pub(crate) fn component_name(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+/// The descriptors of one component, checked: at least one, at most
+/// [`MAX_TOOLS_PER_COMPONENT`], each valid and named once.
+fn check_descriptors(descriptors: Vec<WitDescriptor>) -> Result<Vec<CheckedTool>, LoadError> {
+    if descriptors.is_empty() {
+        return Err(LoadError::NoTools);
+    }
+    if descriptors.len() > MAX_TOOLS_PER_COMPONENT {
+        return Err(LoadError::TooManyTools(descriptors.len()));
+    }
+    let mut tools: Vec<CheckedTool> = Vec::with_capacity(descriptors.len());
+    for wit in descriptors {
+        let tool = wit.name.clone();
+        if tools.iter().any(|t| t.descriptor.name == tool) {
+            return Err(LoadError::InvalidDescriptor {
+                tool,
+                reason: "declared twice by this component".into(),
+            });
+        }
+        let checked = schema::check_descriptor(wit)
+            .map_err(|reason| LoadError::InvalidDescriptor { tool, reason })?;
+        tools.push(checked);
+    }
+    Ok(tools)
+}
+
+/// BLAKE3 of what the operator granted a component, hex: the same tool under
+/// other grants may answer differently (the result cache keys on it).
+fn grants_hash(grants: &Grants) -> String {
+    let granted = format!(
+        "{:?}{:?}{:?}{:?}",
+        grants.limits, grants.mounts, grants.network, grants.settings
+    );
+    blake3::hash(granted.as_bytes()).to_hex().to_string()
+}
+
+impl Entry {
+    /// The entry of `tool`, declared by `component`.
+    fn new(tool: CheckedTool, component: &Arc<Component>) -> Self {
+        Entry {
+            info: ToolInfo {
+                descriptor: tool.descriptor,
+                component: component.name.clone(),
+                source: component.source.clone(),
+                component_hash: component.hash.clone(),
+                grants_hash: component.grants_hash.clone(),
+            },
+            component: component.clone(),
+            input: tool.input,
+            output: tool.output,
+        }
+    }
 }
 
 /// `message`, followed by the last lines the guest wrote to stderr (where a

@@ -34,7 +34,8 @@ pub(crate) mod slots;
 mod state;
 pub(crate) mod text;
 
+pub(crate) use bindings::WitDescriptor;
 pub(crate) use outcome::Observer;
-pub(crate) use run::{Files, Grants, GuestReturn, Invocation, Sandbox, run};
+pub(crate) use run::{Compiled, Files, Grants, GuestReturn, Invocation, Sandbox, run};
 pub(crate) use state::SlotShape;
 pub(crate) use text::human_bytes;

@@ -141,10 +141,13 @@ impl Files {
     }
 }
 
+/// A compiled component, linked and ready to instantiate.
+pub(crate) type Compiled = Arc<ToolsetPre<CallState>>;
+
 /// Everything a component's calls run with: its compiled template, the
 /// operator's grants, and the runtime's slots they take.
 pub(crate) struct Sandbox {
-    pub pre: Arc<ToolsetPre<CallState>>,
+    pub pre: Compiled,
     pub grants: Grants,
     pub files: Option<Files>,
     pub slots: Slots,
