@@ -723,7 +723,7 @@ impl Registry {
     ) -> Result<Prepared, LoadError> {
         let limits = self.policy.limits_for(&name);
         let (pre, hash) = self.compile(content?, &source, &limits).await?;
-        let tools = self.describe(&name, pre.clone(), limits.clone()).await?;
+        let tools = self.describe(&name, pre.clone(), limits).await?;
         let grants = Grants {
             limits,
             mounts: self.policy.mounts_for(&name),
