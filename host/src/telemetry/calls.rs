@@ -417,3 +417,96 @@ impl Ended {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended() -> Ended {
+        Ended {
+            tool: "t".into(),
+            served: None,
+            origin: None,
+            started: SystemTime::now(),
+            ended: SystemTime::now(),
+            permission: "allow",
+            granted: true,
+            error_kind: None,
+            is_error: false,
+            fuel_used: 0,
+            peak_memory: 0,
+            duration: Duration::ZERO,
+            slot_wait: Duration::ZERO,
+            net: NetUsage::default(),
+            captured: None,
+            timings: Timings::default(),
+        }
+    }
+
+    /// A queue of `capacity` calls whose export thread never drains it.
+    fn stalled(capacity: usize) -> (Queue, Receiver<Job>) {
+        let (jobs, queued) = std::sync::mpsc::sync_channel(capacity);
+        let queue = Queue {
+            jobs,
+            worker: std::thread::current(),
+            dropped: AtomicU64::new(0),
+        };
+        (queue, queued)
+    }
+
+    #[test]
+    fn calls_within_the_queue_wait_for_export() {
+        let (queue, queued) = stalled(2);
+        queue.push(ended());
+        queue.push(ended());
+        assert_eq!(queue.dropped(), 0);
+        assert_eq!(queued.try_iter().count(), 2);
+    }
+
+    #[test]
+    fn a_full_queue_drops_calls_and_counts_them_without_waiting() {
+        let (queue, queued) = stalled(2);
+        let started = std::time::Instant::now();
+        for _ in 0..5 {
+            queue.push(ended());
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "a push never waits"
+        );
+        assert_eq!(queue.dropped(), 3);
+        assert_eq!(queued.try_iter().count(), 2);
+        // Once the export thread is gone, a call is neither kept nor counted.
+        drop(queued);
+        queue.push(ended());
+        assert_eq!(queue.dropped(), 3);
+    }
+
+    #[test]
+    fn a_flush_waits_for_the_calls_queued_before_it() {
+        let (queue, queued) = stalled(4);
+        queue.push(ended());
+        let exporter = std::thread::spawn(move || work_without_inner(&queued));
+        queue.flush();
+        assert_eq!(
+            exporter.join().unwrap(),
+            1,
+            "the call before the flush was taken first"
+        );
+    }
+
+    /// An export thread that counts the calls it takes until a flush.
+    fn work_without_inner(queued: &Receiver<Job>) -> usize {
+        let mut taken = 0;
+        loop {
+            match queued.recv() {
+                Ok(Job::Ended(_)) => taken += 1,
+                Ok(Job::Flush(done)) => {
+                    done.send(()).unwrap();
+                    return taken;
+                }
+                Err(_) => return taken,
+            }
+        }
+    }
+}
