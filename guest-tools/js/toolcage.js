@@ -55,7 +55,7 @@
 //   the network destinations granted. StarlingMonkey, the JS engine, has no
 //   file API.
 
-import * as host from "toolcage:tool/host@0.1.0";
+import * as host from "toolcage:tool/host@0.1.1";
 import * as store from "wasi:config/store@0.2.0-rc.1";
 
 /** Fails the call with `message` (for the model) and optional `details`. */
