@@ -26,6 +26,9 @@
 //! net_connections = 4            # connections a call may hold at once
 //! net_first_byte_ms = 10_000     # to connect, then to the response head
 //! net_between_bytes_ms = 10_000  # a response body's longest stall
+//! nested_calls = 100             # nested calls one call tree may make
+//! nested_depth = 4               # how deep a call tree may nest
+//! nested_kib = 16_384            # bytes its nested calls may pass
 //!
 //! [network]                      # for every component; nothing by default
 //! allow = ["https://api.github.com", { url = "https://*.example.com/v1", methods = ["GET"] }]
@@ -55,6 +58,9 @@
 //! [components.fetch.config]      # settings, read through wasi:config/store
 //! default_owner = "octocat"
 //!
+//! [components.research]          # tools its tools may call; none by default
+//! calls = ["fetch", "read_*"]
+//!
 //! [[components.fs.mounts]]
 //! host = "scratch"
 //! guest = "/scratch"
@@ -83,6 +89,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::agent::Permissions;
+use crate::catalog::pattern::is_pattern;
 use crate::oci::{Pulled, Store, TrustKey, TrustPolicy};
 use crate::sandbox::settings::references_secret;
 use crate::{
@@ -169,6 +176,9 @@ pub struct ComponentConfig {
     /// Settings the component reads through `wasi:config/store`
     /// (`[components.NAME.config]`).
     pub settings: BTreeMap<String, String>,
+    /// The tools it may call (name patterns, `calls = [...]`); none by
+    /// default.
+    pub calls: Vec<String>,
 }
 
 /// The `[oci]` table: how registries are reached, where pulls are kept.
@@ -332,6 +342,9 @@ struct RawLimits {
     net_connections: Option<u32>,
     net_first_byte_ms: Option<u64>,
     net_between_bytes_ms: Option<u64>,
+    nested_calls: Option<u32>,
+    nested_depth: Option<u32>,
+    nested_kib: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -367,6 +380,8 @@ struct RawComponent {
     network: RawNetwork,
     #[serde(default)]
     config: BTreeMap<String, String>,
+    #[serde(default)]
+    calls: Vec<String>,
 }
 
 impl Config {
@@ -503,6 +518,9 @@ impl Config {
             for (key, value) in &component.settings {
                 builder = builder.component_setting(name.clone(), key.clone(), value.clone());
             }
+            for pattern in &component.calls {
+                builder = builder.component_calls(name.clone(), pattern.clone());
+            }
         }
         Ok(builder)
     }
@@ -576,6 +594,14 @@ fn components(
             }
         }
         let network = network(&component.network, &format!("{key}.network"), None, secrets)?;
+        if let Some(pattern) = component.calls.iter().find(|p| !is_pattern(p)) {
+            return Err(ConfigError::invalid(
+                format!("{key}.calls"),
+                format!(
+                    "`{pattern}` is not a tool name pattern: use letters, digits, `_` and `-`, with `*` for any run of characters"
+                ),
+            ));
+        }
         components.insert(
             name.clone(),
             ComponentConfig {
@@ -583,6 +609,7 @@ fn components(
                 mounts: mounts(&component.mounts, &format!("{key}.mounts"), resolve)?,
                 network,
                 settings: component.config.clone(),
+                calls: component.calls.clone(),
             },
         );
     }
@@ -776,6 +803,9 @@ fn limits(raw: &RawLimits, key: &str) -> Result<LimitOverrides, ConfigError> {
             .map(Duration::from_millis),
         net_between_bytes_timeout: positive(raw.net_between_bytes_ms, "net_between_bytes_ms")?
             .map(Duration::from_millis),
+        nested_calls: raw.nested_calls,
+        nested_depth: raw.nested_depth,
+        nested_bytes: bytes(raw.nested_kib, "nested_kib", 10)?.map(|b| b as u64),
     })
 }
 

@@ -66,7 +66,8 @@ mod sandbox;
 pub mod telemetry;
 
 pub use call::{
-    Arguments, CallOptions, CallPolicy, CallReport, CallResult, MAX_ARGUMENT_BYTES, Metrics,
+    Arguments, CallOptions, CallPolicy, CallReport, CallResult, MAX_ARGUMENT_BYTES,
+    MAX_LISTED_NESTED, Metrics, NestedCall, NestedEvent,
 };
 pub use catalog::component::{Descriptor, Hints, Source};
 pub use catalog::live::{ChangeKind, LiveRegistry, ReloadReport, ToolChange};

@@ -22,7 +22,10 @@ use crate::call::{
 };
 #[cfg(feature = "otel")]
 use crate::telemetry::{CallOrigin, Telemetry};
-use crate::{CallOptions, CallResult, CancelToken, ErrorKind, GuestEvent, LiveRegistry, Registry};
+use crate::{
+    CallOptions, CallResult, CancelToken, ErrorKind, GuestEvent, LiveRegistry, NestedEvent,
+    Registry,
+};
 
 /// What happens to the rest of a batch after a call is refused (by a `deny`
 /// rule, or by the approver).
@@ -405,6 +408,7 @@ impl Runner {
         let Planned { mut call, kind } = planned;
         self.emit(|| AgentEvent::ToolCall {
             call_id: call.id().to_string(),
+            parent_call_id: None,
             tool: call.name().to_string(),
             timestamp_ms: now_ms(),
             arguments: call.arguments(),
@@ -444,7 +448,14 @@ impl Runner {
         }
         if let Some(events) = &self.events {
             let (sink, call_id, tool) = (events.sink.clone(), id.to_string(), tool.to_string());
-            options = options.on_event(move |event| sink(guest_event(&call_id, &tool, event)));
+            options =
+                options.on_event(move |event| sink(guest_event(&call_id, &tool, None, event)));
+            let (sink, runner_events) = (events.sink.clone(), events.runner_events);
+            options = options.on_nested(move |event| {
+                if let Some(event) = nested_event(event, runner_events) {
+                    sink(event);
+                }
+            });
         }
         options
     }
@@ -460,6 +471,7 @@ impl Runner {
         let result = &report.result;
         self.emit(|| AgentEvent::ToolResult {
             call_id: result.call_id.clone(),
+            parent_call_id: None,
             tool: result.tool.clone(),
             timestamp_ms: now_ms(),
             is_error: result.is_error,
@@ -491,7 +503,7 @@ impl<'r> Planned<'r> {
             arguments,
         };
         Planned {
-            call: Call::look_up(registry, request, Some(rules)),
+            call: Call::look_up(registry.table(), request, Some(rules)),
             kind,
         }
     }
@@ -521,11 +533,17 @@ struct Ready<'r> {
     tool: String,
 }
 
-fn guest_event(call_id: &str, tool: &str, event: GuestEvent) -> AgentEvent {
+fn guest_event(
+    call_id: &str,
+    tool: &str,
+    parent_call_id: Option<String>,
+    event: GuestEvent,
+) -> AgentEvent {
     let (call_id, tool, timestamp_ms) = (call_id.to_string(), tool.to_string(), now_ms());
     match event {
         GuestEvent::Log { level, message } => AgentEvent::ToolLog {
             call_id,
+            parent_call_id,
             tool,
             timestamp_ms,
             level,
@@ -533,11 +551,55 @@ fn guest_event(call_id: &str, tool: &str, event: GuestEvent) -> AgentEvent {
         },
         GuestEvent::Progress { message, fraction } => AgentEvent::ToolProgress {
             call_id,
+            parent_call_id,
             tool,
             timestamp_ms,
             message,
             fraction,
         },
+    }
+}
+
+/// A nested call's event as the runner's subscriber sees it: its guest's
+/// events always, its start and result when the subscriber takes the
+/// runner's own events.
+fn nested_event(event: NestedEvent, runner_events: bool) -> Option<AgentEvent> {
+    let timestamp_ms = now_ms();
+    match event {
+        NestedEvent::Guest {
+            call_id,
+            parent_call_id,
+            tool,
+            event,
+        } => Some(guest_event(&call_id, &tool, Some(parent_call_id), event)),
+        _ if !runner_events => None,
+        NestedEvent::Call {
+            call_id,
+            parent_call_id,
+            tool,
+            arguments,
+        } => Some(AgentEvent::ToolCall {
+            call_id,
+            parent_call_id: Some(parent_call_id),
+            tool,
+            timestamp_ms,
+            arguments,
+        }),
+        NestedEvent::Result {
+            parent_call_id,
+            result,
+            metrics,
+        } => Some(AgentEvent::ToolResult {
+            call_id: result.call_id,
+            parent_call_id: Some(parent_call_id),
+            tool: result.tool,
+            timestamp_ms,
+            is_error: result.is_error,
+            error_kind: result.error_kind,
+            output: result.output,
+            details: result.details,
+            metrics,
+        }),
     }
 }
 

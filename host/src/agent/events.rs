@@ -7,6 +7,8 @@
 //! produces exactly one [`AgentEvent::ToolCall`] first and one
 //! [`AgentEvent::ToolResult`] last, with its guest's logs and progress in
 //! between; events of different calls of a concurrent batch interleave.
+//! A nested call (a tool calling a tool) produces the same events, with
+//! its caller's id as `parent_call_id`.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -28,6 +30,10 @@ pub enum AgentEvent {
     ToolCall {
         /// The call's id.
         call_id: String,
+        /// The id of the call whose tool made this call, for a nested call
+        /// (a tool calling a tool); absent for the batch's own calls.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_call_id: Option<String>,
         /// The tool's name, as the model wrote it.
         tool: String,
         /// When, in milliseconds since the Unix epoch.
@@ -40,6 +46,10 @@ pub enum AgentEvent {
     ToolProgress {
         /// The call's id.
         call_id: String,
+        /// The id of the call whose tool made this call, for a nested call
+        /// (a tool calling a tool); absent for the batch's own calls.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_call_id: Option<String>,
         /// The tool's name.
         tool: String,
         /// When, in milliseconds since the Unix epoch.
@@ -53,6 +63,10 @@ pub enum AgentEvent {
     ToolLog {
         /// The call's id.
         call_id: String,
+        /// The id of the call whose tool made this call, for a nested call
+        /// (a tool calling a tool); absent for the batch's own calls.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_call_id: Option<String>,
         /// The tool's name.
         tool: String,
         /// When, in milliseconds since the Unix epoch.
@@ -67,6 +81,10 @@ pub enum AgentEvent {
     ToolResult {
         /// The call's id.
         call_id: String,
+        /// The id of the call whose tool made this call, for a nested call
+        /// (a tool calling a tool); absent for the batch's own calls.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_call_id: Option<String>,
         /// The tool's name.
         tool: String,
         /// When, in milliseconds since the Unix epoch.
@@ -92,6 +110,17 @@ impl AgentEvent {
             | AgentEvent::ToolProgress { call_id, .. }
             | AgentEvent::ToolLog { call_id, .. }
             | AgentEvent::ToolResult { call_id, .. } => call_id,
+        }
+    }
+
+    /// The id of the call whose tool made the call the event is about,
+    /// when a tool made it.
+    pub fn parent_call_id(&self) -> Option<&str> {
+        match self {
+            AgentEvent::ToolCall { parent_call_id, .. }
+            | AgentEvent::ToolProgress { parent_call_id, .. }
+            | AgentEvent::ToolLog { parent_call_id, .. }
+            | AgentEvent::ToolResult { parent_call_id, .. } => parent_call_id.as_deref(),
         }
     }
 

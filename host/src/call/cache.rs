@@ -261,6 +261,7 @@ mod tests {
             slot_wait: std::time::Duration::ZERO,
             net: crate::NetUsage::default(),
             logs: crate::Logs::default(),
+            nested: Vec::new(),
         }
     }
 

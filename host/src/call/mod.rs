@@ -40,6 +40,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 pub(crate) mod cache;
+mod nested;
 mod options;
 mod outcome;
 pub(crate) mod permissions;
@@ -47,15 +48,16 @@ mod policy;
 mod trace;
 
 pub use cache::ResultCache;
+pub use nested::{MAX_LISTED_NESTED, NestedCall, NestedEvent};
 pub use options::CallOptions;
 pub use permissions::{Approval, ApprovalRequest, Approver, Permission, Permissions};
 pub use policy::CallPolicy;
 pub(crate) use trace::{CallSpan, Timings, Tracer};
 
-use crate::catalog::registry::{Entry, Registry};
+use crate::catalog::registry::{Entry, Registry, ToolTable};
 use crate::catalog::schema;
-use crate::sandbox::human_bytes;
 use crate::sandbox::outcome::{CancelToken, Logs};
+use crate::sandbox::{ToolCalls, human_bytes};
 use crate::{ErrorKind, NetUsage, ToolInfo};
 
 /// The largest arguments a call takes, as JSON text: 16 MiB. Larger ones
@@ -128,6 +130,11 @@ pub struct CallResult {
     pub net: NetUsage,
     /// What the guest printed.
     pub logs: Logs,
+    /// The nested calls its tool made (a tool calling tools), at any depth,
+    /// in the order they ended; at most [`MAX_LISTED_NESTED`]. Listed on
+    /// the root call of a tree only; empty for a nested call.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nested: Vec<NestedCall>,
 }
 
 fn millis<S: serde::Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -149,6 +156,7 @@ impl CallResult {
             slot_wait: Duration::ZERO,
             net: NetUsage::default(),
             logs: Logs::default(),
+            nested: Vec::new(),
         }
     }
 }
@@ -254,6 +262,7 @@ enum Parsed {
 /// asks its approvals in order [`admit`](Self::admit)s its calls one by
 /// one, then runs them concurrently.
 pub(crate) struct Call<'r> {
+    table: std::borrow::Cow<'r, Arc<ToolTable>>,
     entry: Option<std::borrow::Cow<'r, Arc<Entry>>>,
     id: String,
     name: String,
@@ -266,21 +275,19 @@ pub(crate) struct Call<'r> {
 }
 
 impl<'r> Call<'r> {
-    /// Looks the tool up in `registry` and resolves its rule in `rules`
-    /// (none: allowed), once; parses the arguments, once.
+    /// Looks the tool up in `table` (a registry's) and resolves its rule
+    /// in `rules` (none: allowed), once; parses the arguments, once.
     pub(crate) fn look_up(
-        registry: &'r Registry,
+        table: &'r Arc<ToolTable>,
         request: Request,
         rules: Option<&Permissions>,
     ) -> Self {
-        let entry = registry.shared_entry(&request.name);
+        let entry = table.get(&request.name);
         let permission = match (rules, entry) {
             (Some(rules), Some(_)) => rules.permission_for(&request.name),
             _ => Permission::Allow,
         };
-        let not_found = entry
-            .is_none()
-            .then(|| unknown_tool(registry, &request.name));
+        let not_found = entry.is_none().then(|| unknown_tool(table, &request.name));
         let arguments = match request.arguments {
             Arguments::Value(value) => Parsed::Value(value),
             Arguments::Json(text) if text.len() > MAX_ARGUMENT_BYTES => Parsed::TooLarge(text),
@@ -290,6 +297,7 @@ impl<'r> Call<'r> {
             },
         };
         Call {
+            table: std::borrow::Cow::Borrowed(table),
             entry: entry.map(std::borrow::Cow::Borrowed),
             id: request.id,
             name: request.name,
@@ -355,6 +363,7 @@ impl<'r> Call<'r> {
     /// another task.
     pub(crate) fn into_shared(self) -> Call<'static> {
         Call {
+            table: std::borrow::Cow::Owned(self.table.into_owned()),
             entry: self
                 .entry
                 .map(|entry| std::borrow::Cow::Owned(entry.into_owned())),
@@ -379,16 +388,14 @@ impl<'r> Call<'r> {
     /// cancelled call or one the rules (or the approver) refuse.
     pub(crate) async fn admit(mut self, options: &CallOptions) -> Result<Admitted<'r>, CallReport> {
         let policy = options.policy_ref();
-        let span = policy
-            .and_then(|policy| policy.tracer.as_ref())
-            .map(|tracer| {
-                tracer.start(
-                    &self.name,
-                    self.info(),
-                    &|| self.arguments_text(),
-                    self.permission,
-                )
-            });
+        let span = options.tracer().map(|tracer| {
+            tracer.start(
+                &self.name,
+                self.info(),
+                &|| self.arguments_text(),
+                self.permission,
+            )
+        });
         let verdict = match (options.cancel(), policy) {
             _ if self.refusal.is_some() => Err(self.refusal.take().expect("checked")),
             (Some(token), _) if token.is_cancelled() => Err((ErrorKind::Cancelled, not_started())),
@@ -442,7 +449,7 @@ impl Admitted<'_> {
         let mut timings = Timings::default();
         let timed = span.as_ref().is_some_and(|span| span.timed());
         let report = call
-            .stages(&options, timed.then_some(&mut timings))
+            .stages(&options, timed.then_some(&mut timings), span.as_deref())
             .instrument(tracing_span.clone())
             .await;
         let result = &report.result;
@@ -465,8 +472,14 @@ impl Admitted<'_> {
 }
 
 impl Call<'_> {
-    /// Validation, the cache and the sandbox.
-    async fn stages(&self, options: &CallOptions, mut timings: Option<&mut Timings>) -> CallReport {
+    /// Validation, the cache and the sandbox; `span` is the call's, when
+    /// it is traced (the nested calls its tool makes are its children).
+    async fn stages(
+        &self,
+        options: &CallOptions,
+        mut timings: Option<&mut Timings>,
+        span: Option<&dyn CallSpan>,
+    ) -> CallReport {
         let started = Instant::now();
         // Admitted, then cancelled while it waited (for a batch's slot).
         if options.cancel().is_some_and(CancelToken::is_cancelled) {
@@ -489,8 +502,10 @@ impl Call<'_> {
         let cache = options
             .policy_ref()
             .and_then(|policy| policy.cache.as_ref());
+        // A tool that calls tools is never served from the cache: its
+        // nested calls must be checked (and approved) every time.
         let key = cache
-            .filter(|_| cache::cacheable(&entry.info))
+            .filter(|_| cache::cacheable(&entry.info) && !entry.component.imports_tools)
             .map(|_| cache::key(&entry.info, arguments));
         if let (Some(cache), Some(key)) = (cache, &key)
             && let Some(result) = cache.get(key)
@@ -500,7 +515,14 @@ impl Call<'_> {
         if let Some(timings) = timings {
             timings.sandbox_start = Some(SystemTime::now());
         }
-        let result = outcome::run(entry, arguments, self.id.clone(), options).await;
+        let caller = nested::caller(&self.table, entry, &self.id, options, span);
+        let tools = caller
+            .as_ref()
+            .map(|(caller, _)| caller.clone() as Arc<dyn ToolCalls>);
+        let mut result = outcome::run(entry, arguments, self.id.clone(), options, tools).await;
+        if let Some((_, Some(tree))) = caller {
+            result.nested = tree.take_listed();
+        }
         if let (Some(cache), Some(key)) = (cache, key)
             && !result.is_error
         {
@@ -544,16 +566,14 @@ impl Call<'_> {
         result.peak_memory_bytes = 0;
         result.slot_wait = Duration::ZERO;
         result.net = NetUsage::default();
+        result.nested = Vec::new();
         result
     }
 }
 
-/// The answer to a call of `name`, which `registry` does not serve.
-fn unknown_tool(registry: &Registry, name: &str) -> String {
-    let available: Vec<&str> = registry
-        .tools()
-        .map(|t| t.descriptor.name.as_str())
-        .collect();
+/// The answer to a call of `name`, which `table` does not serve.
+fn unknown_tool(table: &ToolTable, name: &str) -> String {
+    let available: Vec<&str> = table.tools().map(|t| t.descriptor.name.as_str()).collect();
     if available.is_empty() {
         format!("There is no tool named `{name}`, and no tools are available.")
     } else {
@@ -602,7 +622,9 @@ impl Registry {
     ) -> CallReport {
         let request = Request::new(name, arguments.into(), &options);
         let rules = options.policy_ref().map(|policy| policy.permissions());
-        Call::look_up(self, request, rules).run(options).await
+        Call::look_up(self.table(), request, rules)
+            .run(options)
+            .await
     }
 }
 
@@ -658,13 +680,13 @@ mod tests {
     #[test]
     fn arguments_are_parsed_once_at_lookup_and_oversized_text_never() {
         let registry = empty();
-        let call = Call::look_up(&registry, request("t", r#"{"a": 1}"#), None);
+        let call = Call::look_up(registry.table(), request("t", r#"{"a": 1}"#), None);
         assert_eq!(call.arguments(), serde_json::json!({ "a": 1 }));
-        let call = Call::look_up(&registry, request("t", "{not json"), None);
+        let call = Call::look_up(registry.table(), request("t", "{not json"), None);
         assert!(matches!(call.arguments, Parsed::NotJson(..)));
         assert_eq!(call.arguments(), Value::String("{not json".into()));
         let huge = "x".repeat(MAX_ARGUMENT_BYTES + 1);
-        let call = Call::look_up(&registry, request("t", huge), None);
+        let call = Call::look_up(registry.table(), request("t", huge), None);
         assert!(matches!(call.arguments, Parsed::TooLarge(_)));
     }
 
@@ -673,7 +695,7 @@ mod tests {
         let registry = empty();
         let deny = Permissions::deny_all();
         // No entry: nothing to refuse, the call ends as not found.
-        let call = Call::look_up(&registry, request("t", "{}"), Some(&deny));
+        let call = Call::look_up(registry.table(), request("t", "{}"), Some(&deny));
         assert_eq!(call.permission(), Permission::Allow);
         assert!(call.info().is_none());
     }
@@ -716,6 +738,10 @@ mod tests {
             true
         }
 
+        fn children(&self) -> Option<Arc<dyn Tracer>> {
+            None
+        }
+
         fn finish(
             self: Box<Self>,
             _: Option<&ToolInfo>,
@@ -741,7 +767,7 @@ mod tests {
         let registry = empty();
         let options = || CallOptions::new().policy(policy.clone());
         registry.call_with("nope", "{}", options()).await;
-        let mut call = Call::look_up(&registry, request("other", "{}"), None);
+        let mut call = Call::look_up(registry.table(), request("other", "{}"), None);
         call.refuse_first(ErrorKind::Unsupported, "not a function call".into());
         let report = call.run(options()).await;
         assert_eq!(report.result.output, "not a function call");

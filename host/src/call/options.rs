@@ -3,20 +3,24 @@
 
 use std::sync::Arc;
 
-use super::CallPolicy;
+use super::nested::{NestedEvent, NestedSink, Nesting};
+use super::{CallPolicy, Tracer};
 use crate::sandbox::outcome::{CancelToken, GuestEvent};
 
 type EventSink = Arc<dyn Fn(GuestEvent) + Send + Sync>;
 
 /// Options of one call. By default: a generated call id, no event
-/// callback, no cancellation, and no [`CallPolicy`]: the call is the
+/// callbacks, no cancellation, and no [`CallPolicy`]: the call is the
 /// embedder's own, so every tool is allowed and nothing is cached or traced.
 #[derive(Clone, Default)]
 pub struct CallOptions {
     call_id: Option<String>,
     events: Option<EventSink>,
     cancel: Option<CancelToken>,
-    policy: Option<Arc<CallPolicy>>,
+    pub(super) policy: Option<Arc<CallPolicy>>,
+    pub(super) nested: Option<NestedSink>,
+    /// Where the call sits in its tree, when a tool made it.
+    pub(super) nesting: Option<Nesting>,
 }
 
 impl CallOptions {
@@ -35,6 +39,14 @@ impl CallOptions {
     /// Receives the guest's log lines and progress reports as they happen.
     pub fn on_event(mut self, events: impl Fn(GuestEvent) + Send + Sync + 'static) -> Self {
         self.events = Some(Arc::new(events));
+        self
+    }
+
+    /// Receives what happens below the call when its tool calls tools:
+    /// each nested call's start, its guest's events and its result, at any
+    /// depth, each with its caller's id. Default: none.
+    pub fn on_nested(mut self, events: impl Fn(NestedEvent) + Send + Sync + 'static) -> Self {
+        self.nested = Some(Arc::new(events));
         self
     }
 
@@ -65,5 +77,17 @@ impl CallOptions {
 
     pub(super) fn policy_ref(&self) -> Option<&CallPolicy> {
         self.policy.as_deref()
+    }
+
+    /// What starts the call's span: its caller's, for a nested call,
+    /// otherwise the policy's telemetry.
+    pub(super) fn tracer(&self) -> Option<&Arc<dyn Tracer>> {
+        match &self.nesting {
+            Some(nesting) => nesting.tracer.as_ref(),
+            None => self
+                .policy
+                .as_ref()
+                .and_then(|policy| policy.tracer.as_ref()),
+        }
     }
 }

@@ -7,13 +7,15 @@
 //! nothing the tool hands back carries a secret of the operator's: output
 //! and details are redacted before the caller sees them.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::{CallOptions, CallResult, MAX_ARGUMENT_BYTES, too_large};
 use crate::ErrorKind;
 use crate::catalog::registry::{Entry, with_stderr};
 use crate::catalog::schema;
-use crate::sandbox::{self, GuestReturn, Invocation, Observer, human_bytes};
+use crate::sandbox::{self, GuestReturn, Invocation, Observer, ToolCalls, human_bytes};
 
 /// Runs the tool of `entry` with `arguments` (valid) in a fresh sandbox.
 pub(super) async fn run(
@@ -21,6 +23,7 @@ pub(super) async fn run(
     arguments: &Value,
     call_id: String,
     options: &CallOptions,
+    tools: Option<Arc<dyn ToolCalls>>,
 ) -> CallResult {
     let component = &entry.component;
     let name = entry.info.descriptor.name.as_str();
@@ -32,6 +35,8 @@ pub(super) async fn run(
     let invocation = Invocation::Call {
         tool: name.to_string(),
         arguments,
+        tools,
+        caller_deadline: options.nesting.as_ref().map(|n| n.caller_deadline),
     };
     let observer = Observer::new(options.events().cloned());
     let ran = sandbox::run(&component.sandbox, invocation, observer, options.cancel()).await;

@@ -16,6 +16,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::ToolInfo;
+use crate::catalog::pattern::{glob_match, is_pattern};
 
 /// What the rules say about a call. Ordered from the most permissive to the
 /// most restrictive, which is how ties between equally specific rules are
@@ -171,11 +172,7 @@ impl Permissions {
         permission: Permission,
     ) -> Result<Self, PermissionsError> {
         let pattern = pattern.into();
-        let valid = !pattern.is_empty()
-            && pattern
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*'));
-        if !valid {
+        if !is_pattern(&pattern) {
             return Err(PermissionsError::Pattern { pattern });
         }
         self.rules.retain(|rule| rule.pattern != pattern);
@@ -243,30 +240,6 @@ impl Permissions {
     }
 }
 
-/// Whether `name` matches `pattern`, where `*` matches any run of
-/// characters. Linear backtracking on the last `*`: O(pattern × name).
-fn glob_match(pattern: &str, name: &str) -> bool {
-    let (pattern, name) = (pattern.as_bytes(), name.as_bytes());
-    let (mut p, mut n) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while n < name.len() {
-        if p < pattern.len() && pattern[p] == b'*' {
-            star = Some((p, n));
-            p += 1;
-        } else if p < pattern.len() && pattern[p] == name[n] {
-            p += 1;
-            n += 1;
-        } else if let Some((star_p, star_n)) = star {
-            p = star_p + 1;
-            n = star_n + 1;
-            star = Some((star_p, star_n + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|&c| c == b'*')
-}
-
 /// What the [`Approver`] is asked about: one call whose tool's rule is `ask`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -324,27 +297,5 @@ where
 {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'_, Approval> {
         Box::pin(self(request))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn glob_matches_only_on_stars() {
-        assert!(glob_match("*", ""));
-        assert!(glob_match("*", "anything"));
-        assert!(glob_match("write_*", "write_file"));
-        assert!(glob_match("write_*", "write_"));
-        assert!(!glob_match("write_*", "rewrite_file"));
-        assert!(glob_match("*_file", "edit_file"));
-        assert!(glob_match("*_*_*", "a_b_c"));
-        assert!(!glob_match("*_*_*", "a_b"));
-        assert!(glob_match("a*b*c", "aXbYbZc"));
-        assert!(!glob_match("a*b*c", "aXbYbZ"));
-        assert!(glob_match("exact", "exact"));
-        assert!(!glob_match("exact", "exactly"));
-        assert!(glob_match("**x**", "x"));
     }
 }

@@ -3,6 +3,7 @@
 //! path, implements it), so spans and metrics come from what the stages saw
 //! rather than from looking the call up again.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::{CallResult, Permission};
@@ -24,9 +25,13 @@ pub(crate) trait Tracer: Send + Sync {
 }
 
 /// A call's span while it runs.
-pub(crate) trait CallSpan: Send {
+pub(crate) trait CallSpan: Send + Sync {
     /// Whether it records when the stages ran (child spans).
     fn timed(&self) -> bool;
+
+    /// What starts the spans of the nested calls the call's tool makes, as
+    /// children of this one.
+    fn children(&self) -> Option<Arc<dyn Tracer>>;
 
     /// Ends it with `result` (`granted`: whether the permission stage let
     /// the call through), the tool's `limits`, and the stages' `timings`.

@@ -102,8 +102,14 @@ pub(crate) struct Component {
     pub source: Source,
     /// BLAKE3 of the component's bytes, hex.
     pub hash: String,
-    /// BLAKE3 of the component's limits and mounts, hex.
+    /// BLAKE3 of the component's limits, mounts and other grants, hex.
     pub grants_hash: String,
+    /// The tool name patterns it may call (`toolcage:tool/tools`); none:
+    /// every call it makes is refused.
+    pub calls: Arc<[String]>,
+    /// Whether it imports `toolcage:tool/tools`, so that its calls are
+    /// handed a way to call tools.
+    pub imports_tools: bool,
     /// What its calls run with.
     pub sandbox: Arc<Sandbox>,
 }

@@ -14,6 +14,7 @@ pub(crate) mod bundled;
 pub(crate) mod component;
 pub(crate) mod live;
 pub mod oci;
+pub(crate) mod pattern;
 pub(crate) mod registry;
 pub(crate) mod schema;
 pub(crate) mod watch;

@@ -18,6 +18,7 @@ use jsonschema::Validator;
 
 use super::component::{Component, Descriptor, Source};
 use super::oci::{OciError, Pulled, Reference};
+use super::pattern::is_pattern;
 use super::schema::{self, CheckedTool};
 use crate::sandbox::compile::ComponentError;
 use crate::sandbox::content::{Content, ContentError};
@@ -47,8 +48,33 @@ pub const MAX_TOOLS_PER_COMPONENT: usize = 256;
 pub struct Registry {
     runtime: Runtime,
     policy: Policy,
-    tools: Vec<Arc<Entry>>,
+    tools: Arc<ToolTable>,
+}
+
+/// The registered tools, by name: what a call looks its tool up in. Shared,
+/// so that a call whose tool calls tools holds the table it started with,
+/// and finishes on it whatever reloads meanwhile.
+#[derive(Clone, Default)]
+pub(crate) struct ToolTable {
+    entries: Vec<Arc<Entry>>,
     by_name: HashMap<String, usize>,
+}
+
+impl ToolTable {
+    /// The entry of the tool called `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<Entry>> {
+        self.by_name.get(name).map(|&index| &self.entries[index])
+    }
+
+    /// Every entry, in registration order.
+    pub(crate) fn entries(&self) -> &[Arc<Entry>] {
+        &self.entries
+    }
+
+    /// Every registered tool, in registration order.
+    pub(crate) fn tools(&self) -> impl ExactSizeIterator<Item = &ToolInfo> {
+        self.entries.iter().map(|entry| &entry.info)
+    }
 }
 
 /// A registered tool: its descriptor and where it came from.
@@ -151,6 +177,8 @@ pub(crate) struct Policy {
     pub secrets: Secrets,
     /// What `oci://` references load from, if set.
     pub pulled: Option<Arc<Pulled>>,
+    /// Tool name patterns every component may call.
+    pub calls: Vec<String>,
 }
 
 /// What one component gets on top of the defaults.
@@ -162,9 +190,35 @@ pub(crate) struct ComponentPolicy {
     pub allow_private: Vec<Cidr>,
     pub inject: Vec<Injection>,
     pub settings: BTreeMap<String, String>,
+    pub calls: Vec<String>,
 }
 
 impl Policy {
+    /// The tool name patterns `component` may call: the shared ones and
+    /// its own.
+    fn calls_for(&self, component: &str) -> Arc<[String]> {
+        let own = self.components.get(component).map(|c| &c.calls);
+        self.calls
+            .iter()
+            .chain(own.into_iter().flatten())
+            .cloned()
+            .collect()
+    }
+
+    /// Refuses a `calls` pattern that is not a tool name pattern.
+    fn check_calls(&self) -> Result<(), Error> {
+        let own = self.components.values().flat_map(|c| &c.calls);
+        match self.calls.iter().chain(own).find(|p| !is_pattern(p)) {
+            None => Ok(()),
+            Some(pattern) => Err(Error::InvalidSetting {
+                what: "calls grant",
+                message: format!(
+                    "`{pattern}` is not a tool name pattern: use letters, digits, `_` and `-`, with `*` for any run of characters"
+                ),
+            }),
+        }
+    }
+
     fn limits_for(&self, component: &str) -> Limits {
         match self.components.get(component) {
             Some(policy) => policy.limits.apply(self.limits),
@@ -301,6 +355,8 @@ impl Policy {
 ///   every response a tool receives and everything a call hands back is
 ///   redacted of them;
 /// - settings (`wasi:config/store`): none ([`component_setting`](Self::component_setting));
+/// - calls to other tools (`toolcage:tool/tools`): none, so each is refused
+///   ([`calls`](Self::calls), [`component_calls`](Self::component_calls));
 /// - environment, arguments, stdin: none, and not configurable per tool;
 /// - runtime: one of its own, [`Runtime::new()`], allowing
 ///   [`DEFAULT_MAX_CONCURRENT_CALLS`](crate::DEFAULT_MAX_CONCURRENT_CALLS)
@@ -426,6 +482,29 @@ impl RegistryBuilder {
         self
     }
 
+    /// Lets every component call the tools whose names match `pattern` (a
+    /// tool name in which `*` stands for any run of characters), through
+    /// `toolcage:tool/tools`. Each such call takes the one call path, with
+    /// the callee's own grants. Default: none, so every call a component
+    /// makes to a tool is refused, naming the missing grant. A pattern that
+    /// is not a tool name pattern fails [`build`](Self::build).
+    pub fn calls(mut self, pattern: impl Into<String>) -> Self {
+        self.policy.calls.push(pattern.into());
+        self
+    }
+
+    /// Lets the component named `component` call the tools whose names
+    /// match `pattern`, as [`calls`](Self::calls) does for every one.
+    /// Default: none.
+    pub fn component_calls(
+        mut self,
+        component: impl Into<String>,
+        pattern: impl Into<String>,
+    ) -> Self {
+        self.component(component).calls.push(pattern.into());
+        self
+    }
+
     /// Resolves the names tools' requests go to with `resolver`. Default:
     /// [`SystemResolver`], the operating system's.
     pub fn resolver(mut self, resolver: impl Resolve) -> Self {
@@ -455,6 +534,7 @@ impl RegistryBuilder {
     pub fn build(self) -> Result<Registry, Error> {
         let mut policy = self.policy;
         policy.check_secrets()?;
+        policy.check_calls()?;
         let runtime = match self.runtime {
             Some(runtime) => runtime,
             None => Runtime::new()?,
@@ -486,8 +566,7 @@ impl RegistryBuilder {
         Ok(Registry {
             runtime,
             policy,
-            tools: Vec::new(),
-            by_name: HashMap::new(),
+            tools: Arc::default(),
         })
     }
 }
@@ -518,7 +597,12 @@ impl Registry {
 
     /// Every registered tool, in registration order.
     pub fn tools(&self) -> impl ExactSizeIterator<Item = &ToolInfo> {
-        self.tools.iter().map(|entry| &entry.info)
+        self.tools.tools()
+    }
+
+    /// The table calls look their tools up in.
+    pub(crate) fn table(&self) -> &Arc<ToolTable> {
+        &self.tools
     }
 
     /// The tool called `name`.
@@ -539,7 +623,7 @@ impl Registry {
     /// The entry of the tool called `name`, as shared (a call that runs on
     /// another task holds it).
     pub(crate) fn shared_entry(&self, name: &str) -> Option<&Arc<Entry>> {
-        self.by_name.get(name).map(|&index| &self.tools[index])
+        self.tools.get(name)
     }
 
     /// Loads the component in `bytes` under the name `component`.
@@ -737,11 +821,14 @@ impl Registry {
             .map(|mount| (mount.clone(), self.policy.held[mount.host()].clone()))
             .collect();
         let files = Files::new(held).map_err(|e| LoadError::Mount(with_causes(&e)))?;
+        let calls = self.policy.calls_for(&name);
         let component = Arc::new(Component {
+            grants_hash: grants_hash(&grants, &calls),
+            calls,
+            imports_tools: sandbox::imports_tools(&pre),
             name,
             source,
             hash,
-            grants_hash: grants_hash(&grants),
             sandbox: Arc::new(Sandbox {
                 pre,
                 grants,
@@ -828,15 +915,16 @@ impl Registry {
                 report.shadowed.push(Shadowed { tool: name, owner });
                 continue;
             }
-            self.by_name.insert(name.clone(), self.tools.len());
-            self.tools.push(entry.clone());
+            let table = Arc::make_mut(&mut self.tools);
+            table.by_name.insert(name.clone(), table.entries.len());
+            table.entries.push(entry.clone());
             report.registered.push(name);
         }
     }
 
     /// The registered tools' entries, in registration order.
     pub(crate) fn entries(&self) -> &[Arc<Entry>] {
-        &self.tools
+        self.tools.entries()
     }
 
     /// A registry with this one's runtime and grants, holding `entries`
@@ -850,8 +938,7 @@ impl Registry {
         Registry {
             runtime: self.runtime.clone(),
             policy: self.policy.clone(),
-            tools: entries,
-            by_name,
+            tools: Arc::new(ToolTable { entries, by_name }),
         }
     }
 }
@@ -970,9 +1057,9 @@ fn check_descriptors(descriptors: Vec<WitDescriptor>) -> Result<Vec<CheckedTool>
 
 /// BLAKE3 of what the operator granted a component, hex: the same tool under
 /// other grants may answer differently (the result cache keys on it).
-fn grants_hash(grants: &Grants) -> String {
+fn grants_hash(grants: &Grants, calls: &[String]) -> String {
     let granted = format!(
-        "{:?}{:?}{:?}{:?}",
+        "{:?}{:?}{:?}{:?}{calls:?}",
         grants.limits, grants.mounts, grants.network, grants.settings
     );
     blake3::hash(granted.as_bytes()).to_hex().to_string()

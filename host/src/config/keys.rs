@@ -96,6 +96,21 @@ macro_rules! limit_keys {
                 "10_000",
                 "a response body's longest stall, in milliseconds",
             ),
+            key(
+                concat!($prefix, "nested_calls"),
+                "100",
+                "nested calls (tools calling tools) one call tree may make",
+            ),
+            key(
+                concat!($prefix, "nested_depth"),
+                "4",
+                "how deep a call tree may nest",
+            ),
+            key(
+                concat!($prefix, "nested_kib"),
+                "16_384",
+                "arguments and results a call tree's nested calls may pass, in KiB",
+            ),
         ]
     };
 }
@@ -163,7 +178,7 @@ const TOP: [Key; 2] = [
         "whether the standard toolset is registered, first",
     ),
 ];
-const LIMITS: [Key; 12] = limit_keys!("limits.");
+const LIMITS: [Key; 15] = limit_keys!("limits.");
 const MOUNTS: [Key; 3] = mount_keys!("mounts[].");
 const NETWORK: [Key; 5] = {
     let [a, b, c, d] = grant_keys!("network.");
@@ -191,10 +206,15 @@ const SECRETS: [Key; 2] = [
         "the file holding the secret (less one trailing line break)",
     ),
 ];
-const COMPONENT_LIMITS: [Key; 12] = limit_keys!("components.*.limits.");
+const COMPONENT_LIMITS: [Key; 15] = limit_keys!("components.*.limits.");
 const COMPONENT_MOUNTS: [Key; 3] = mount_keys!("components.*.mounts[].");
 const COMPONENT_NETWORK: [Key; 4] = grant_keys!("components.*.network.");
-const COMPONENT_REST: [Key; 5] = [
+const COMPONENT_REST: [Key; 6] = [
+    key(
+        "components.*.calls",
+        "[]",
+        "the tools (name patterns, `*` a wildcard) the component's tools may call",
+    ),
     key(
         "components.*.network.inject[].url",
         "required",

@@ -25,14 +25,22 @@ const QUESTION: &str = "toolcage_approval";
 /// The one field the user answers.
 const ANSWER: &str = "approve";
 
-/// How to ask about `request`'s call: an approver for the runner (`None`
-/// when the client cannot be asked, which the runner turns into a denial
-/// saying so), or, on 2026-07-28 before the user answered, the
-/// input-required result that asks.
+/// How to ask about `request`'s call (`call_id`, its rule `ask` when
+/// `asks`) and about the nested calls its tool makes: an approver for the
+/// call path (`None` when the client cannot be asked, which the path turns
+/// into a refusal saying so), or, on 2026-07-28 before the user answered,
+/// the input-required result that asks about the call itself.
+///
+/// On 2026-07-28 the answer about the call comes with the retried request,
+/// and covers that call only: a nested call whose rule is `ask` is asked
+/// about while it waits, with an `elicitation/create` request, as on
+/// earlier revisions.
 pub fn approver(
     request: &rmcp::model::CallToolRequestParams,
     context: &RequestContext<RoleServer>,
-    arguments: &Value,
+    call_id: &str,
+    arguments: Option<&Value>,
+    asks: bool,
 ) -> Result<Option<Box<dyn Approver>>, Box<InputRequiredResult>> {
     let can_elicit = context
         .client_capabilities()
@@ -40,16 +48,17 @@ pub fn approver(
     if !can_elicit {
         return Ok(None);
     }
+    let peer = context.peer.clone();
+    let asker = move |asked: ApprovalRequest| {
+        let peer = peer.clone();
+        async move { ask(&peer, &asked).await }
+    };
     let modern = context
         .protocol_version()
         .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
-    if !modern {
-        let peer = context.peer.clone();
-        return Ok(Some(Box::new(move |asked: ApprovalRequest| {
-            let peer = peer.clone();
-            async move { ask(&peer, &asked).await }
-        })));
-    }
+    let (true, true, Some(arguments)) = (modern, asks, arguments) else {
+        return Ok(Some(Box::new(asker)));
+    };
     let binding = binding(&request.name, arguments);
     let answer = request
         .input_responses
@@ -72,9 +81,16 @@ pub fn approver(
         .unwrap_or_else(|e| Approval::Refuse {
             reason: Some(format!("The client's answer could not be read ({e}).")),
         });
-    Ok(Some(Box::new(move |_: ApprovalRequest| {
-        let approval = approval.clone();
-        async move { approval }
+    let call_id = call_id.to_string();
+    Ok(Some(Box::new(move |asked: ApprovalRequest| {
+        let answered = (asked.call_id == call_id).then(|| approval.clone());
+        let asker = asker.clone();
+        async move {
+            match answered {
+                Some(approval) => approval,
+                None => asker(asked).await,
+            }
+        }
     })))
 }
 

@@ -76,7 +76,7 @@ impl McpServer {
             arguments: Arguments::Value(arguments),
         };
         let permissions = self.permissions.load();
-        Call::look_up(registry, request, Some(&permissions)).into_shared()
+        Call::look_up(registry.table(), request, Some(&permissions)).into_shared()
     }
 
     /// [`Self::call`], with its operation recorded in `telemetry`.
@@ -200,15 +200,15 @@ impl McpServer {
     }
 }
 
-/// How to ask about `call`, when its rule is `ask` and its client can be
-/// asked (only over a session: a call answered directly over HTTP cannot).
+/// How to ask about `call` (when its rule is `ask`) and the nested calls its
+/// tool makes, when its client can be asked (only over a session: a call
+/// answered directly over HTTP cannot).
 fn approval_for(request: &CallToolRequestParams, context: &CallContext, call: &Call) -> Approval {
-    match (call.permission(), &context.session, call.parsed()) {
-        (Permission::Ask, Some(session), Some(arguments)) => {
-            approval::approver(request, session, arguments)
-        }
-        _ => Ok(None),
-    }
+    let Some(session) = &context.session else {
+        return Ok(None);
+    };
+    let asks = call.permission() == Permission::Ask;
+    approval::approver(request, session, call.id(), call.parsed(), asks)
 }
 
 /// Runs `call` with `options`, cancelling it when its request is cancelled

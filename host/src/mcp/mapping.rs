@@ -13,7 +13,9 @@ use crate::{CallResult, LogLevel, ToolInfo};
 /// figures: `{"error_kind", "duration_ms", "fuel_used", "peak_memory_bytes",
 /// "slot_wait_ms", "net"}`, `net` being `{"requests", "denied",
 /// "bytes_out", "bytes_in", "redactions"}` and `"limit"` when a network
-/// budget was breached.
+/// budget was breached, and `"nested"` when the tool called tools: a list
+/// of `{"tool", "call_id", "parent_call_id", "depth", "is_error",
+/// "error_kind", "duration_ms", "fuel_used"}`.
 pub const CALL_META_KEY: &str = "dev.toolcage/call";
 
 /// The `_meta` key by which a tool raises Claude Code's cap on the size of
@@ -79,17 +81,18 @@ pub fn call_result(result: CallResult, has_output_schema: bool) -> CallToolResul
         mapped
     };
     let mut meta = rmcp::model::MetaObject::new();
-    meta.insert(
-        CALL_META_KEY.to_string(),
-        json!({
-            "error_kind": result.error_kind,
-            "duration_ms": (result.duration.as_secs_f64() * 1e6).round() / 1e3,
-            "fuel_used": result.fuel_used,
-            "peak_memory_bytes": result.peak_memory_bytes,
-            "slot_wait_ms": (result.slot_wait.as_secs_f64() * 1e6).round() / 1e3,
-            "net": result.net,
-        }),
-    );
+    let mut figures = json!({
+        "error_kind": result.error_kind,
+        "duration_ms": (result.duration.as_secs_f64() * 1e6).round() / 1e3,
+        "fuel_used": result.fuel_used,
+        "peak_memory_bytes": result.peak_memory_bytes,
+        "slot_wait_ms": (result.slot_wait.as_secs_f64() * 1e6).round() / 1e3,
+        "net": result.net,
+    });
+    if !result.nested.is_empty() {
+        figures["nested"] = json!(result.nested);
+    }
+    meta.insert(CALL_META_KEY.to_string(), figures);
     mapped.meta = Some(meta);
     mapped
 }
@@ -194,6 +197,7 @@ mod tests {
             slot_wait: Duration::from_micros(250),
             net: crate::NetUsage::default(),
             logs: Logs::default(),
+            nested: Vec::new(),
         }
     }
 

@@ -8,10 +8,17 @@ wasmtime::component::bindgen!({
     // message in full before the host's own caps apply. The host traces them
     // itself, bounded, inside the call's span.
     exports: { default: async },
+    // A tool waiting on the tools it calls waits in the host, where the
+    // calls run: the guest sees a blocking call.
+    imports: {
+        "toolcage:tool/tools.call": async,
+        "toolcage:tool/tools.call-all": async,
+    },
 });
 
 pub(crate) use self::exports::toolcage::tool::tool::{
     Descriptor as WitDescriptor, Hints as WitHints, Outcome as WitOutcome,
 };
 pub(crate) use self::toolcage::tool::host::Level;
+pub(crate) use self::toolcage::tool::tools::{CallResult as WitCallResult, Request as WitRequest};
 pub(crate) use self::wasi::config::store as config_store;

@@ -137,7 +137,18 @@ const PROVIDED: &[&str] = &[
     "wasi:sockets/udp",
     "wasi:sockets/udp-create-socket",
     "toolcage:tool/host",
+    "toolcage:tool/tools",
 ];
+
+/// Whether the component `pre` links imports `toolcage:tool/tools`: only
+/// such a component's calls are handed a way to call tools.
+pub(crate) fn imports_tools(pre: &ToolsetPre<CallState>) -> bool {
+    let component = pre.instance_pre().component();
+    component
+        .component_type()
+        .imports(component.engine())
+        .any(|(name, _)| name.starts_with("toolcage:tool/tools@"))
+}
 
 /// Refuses, before the (possibly long) compile, a component that imports an
 /// interface toolcage does not provide, naming it. Only names are checked

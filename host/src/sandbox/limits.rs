@@ -71,6 +71,20 @@ pub struct Limits {
     /// the call's timeout. Default: 10 s. Breach: that body fails with
     /// `connection-read-timeout`.
     pub net_between_bytes_timeout: Duration,
+    /// The most nested calls (a tool calling tools, at any depth) one call
+    /// tree may make, counted from its root, whose limits apply to the
+    /// whole tree. Default: 100. Breach: that call is refused with
+    /// [`ErrorKind::NestedLimit`](crate::ErrorKind::NestedLimit).
+    pub nested_calls: u32,
+    /// How deep a call tree may nest: a root calls at depth 1, its callees
+    /// at depth 2, and so on. Default: 4. Breach: that call is refused with
+    /// [`ErrorKind::NestedLimit`](crate::ErrorKind::NestedLimit).
+    pub nested_depth: u32,
+    /// The most bytes of arguments and results (output and details) that
+    /// may cross `toolcage:tool/tools` in one call tree. Default: 16 MiB.
+    /// Breach: that call is refused, or its result withheld, with
+    /// [`ErrorKind::NestedLimit`](crate::ErrorKind::NestedLimit).
+    pub nested_bytes: u64,
 }
 
 impl Limits {
@@ -93,6 +107,9 @@ impl Default for Limits {
             net_connections: 4,
             net_first_byte_timeout: Duration::from_secs(10),
             net_between_bytes_timeout: Duration::from_secs(10),
+            nested_calls: 100,
+            nested_depth: 4,
+            nested_bytes: 16 << 20,
         }
     }
 }
@@ -125,6 +142,12 @@ pub struct LimitOverrides {
     pub net_first_byte_timeout: Option<Duration>,
     /// Overrides [`Limits::net_between_bytes_timeout`].
     pub net_between_bytes_timeout: Option<Duration>,
+    /// Overrides [`Limits::nested_calls`].
+    pub nested_calls: Option<u32>,
+    /// Overrides [`Limits::nested_depth`].
+    pub nested_depth: Option<u32>,
+    /// Overrides [`Limits::nested_bytes`].
+    pub nested_bytes: Option<u64>,
 }
 
 impl LimitOverrides {
@@ -147,6 +170,9 @@ impl LimitOverrides {
             net_between_bytes_timeout: self
                 .net_between_bytes_timeout
                 .unwrap_or(base.net_between_bytes_timeout),
+            nested_calls: self.nested_calls.unwrap_or(base.nested_calls),
+            nested_depth: self.nested_depth.unwrap_or(base.nested_depth),
+            nested_bytes: self.nested_bytes.unwrap_or(base.nested_bytes),
         }
     }
 
@@ -167,6 +193,9 @@ impl LimitOverrides {
             net_between_bytes_timeout: later
                 .net_between_bytes_timeout
                 .or(self.net_between_bytes_timeout),
+            nested_calls: later.nested_calls.or(self.nested_calls),
+            nested_depth: later.nested_depth.or(self.nested_depth),
+            nested_bytes: later.nested_bytes.or(self.nested_bytes),
         }
     }
 }

@@ -15,7 +15,7 @@
 //! - `compile`, `cache`, `content`: compiling and linking a component;
 //! - `state`: a call's Store state, composing the capabilities below;
 //! - the capabilities and grants: `outcome` (the guest's events), `settings`,
-//!   `net`, `secrets`, `mount`, `limits`, `slots`;
+//!   `tools`, `net`, `secrets`, `mount`, `limits`, `slots`;
 //! - leaves: `bindings`, `text`.
 
 pub(crate) mod bindings;
@@ -33,9 +33,12 @@ pub(crate) mod settings;
 pub(crate) mod slots;
 mod state;
 pub(crate) mod text;
+pub(crate) mod tools;
 
 pub(crate) use bindings::WitDescriptor;
+pub(crate) use compile::imports_tools;
 pub(crate) use outcome::Observer;
 pub(crate) use run::{Compiled, Files, Grants, GuestReturn, Invocation, Sandbox, run};
 pub(crate) use state::SlotShape;
 pub(crate) use text::human_bytes;
+pub(crate) use tools::{NestedRequest, NestedResponse, ToolCalls};

@@ -149,6 +149,10 @@ pub enum ErrorKind {
     /// tool call (free-text input, where toolcage's tools take JSON): it did
     /// not run.
     Unsupported,
+    /// A nested call (a tool calling a tool) was refused because its call
+    /// tree used up a budget: its number of nested calls, its depth, or the
+    /// bytes crossing between callers and callees.
+    NestedLimit,
 }
 
 impl ErrorKind {
@@ -166,6 +170,7 @@ impl ErrorKind {
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::PermissionDenied => "permission_denied",
             ErrorKind::Unsupported => "unsupported",
+            ErrorKind::NestedLimit => "nested_limit",
         }
     }
 }

@@ -30,11 +30,12 @@ use super::outcome::{CancelToken, ErrorKind, GuestEvent, GuestEvents, LogLevel, 
 use super::secrets::Secrets;
 use super::secrets::redact::Redactor;
 use super::settings::ComponentSettings;
-use super::slots::{Slot, Slots};
+use super::slots::{Slot, Slots, Stalled};
 use super::state::{
     CallState, CappedPipe, GrowthRefusals, MAX_COMPONENT_HANDLES, MAX_WASI_RESOURCES, MemoryLimiter,
 };
 use super::text::{human_bytes, human_duration};
+use super::tools::{ToolCalls, ToolsCtx};
 
 /// What one host call may copy out of the guest beyond the output limit: the
 /// outcome's framing, and room for WASI requests.
@@ -45,7 +46,27 @@ pub(crate) const MAX_DESCRIBE_BYTES: usize = 4 << 20;
 /// What to run in the sandbox.
 pub(crate) enum Invocation {
     Describe,
-    Call { tool: String, arguments: String },
+    Call {
+        tool: String,
+        arguments: String,
+        /// What runs the calls the guest makes to other tools, when it may.
+        tools: Option<Arc<dyn ToolCalls>>,
+        /// The caller's deadline, for a nested call: it ends there at the
+        /// latest, and is refused at once rather than wait for a slot that
+        /// cannot free (see `slots`).
+        caller_deadline: Option<Instant>,
+    },
+}
+
+impl Invocation {
+    fn caller_deadline(&self) -> Option<Instant> {
+        match self {
+            Invocation::Call {
+                caller_deadline, ..
+            } => *caller_deadline,
+            Invocation::Describe => None,
+        }
+    }
 }
 
 /// What the guest returned.
@@ -191,7 +212,7 @@ pub(crate) async fn run(
     tokio::task::consume_budget().await;
     let started = Instant::now();
     let limits = &sandbox.grants.limits;
-    let deadline = started + limits.timeout;
+    let (deadline, ends) = Ends::of(limits.timeout, started, invocation.caller_deadline());
     let fuel_budget = limits.fuel.unwrap_or(u64::MAX);
     let capture = Capture {
         stdout: CappedPipe::new(limits.log_bytes),
@@ -209,7 +230,7 @@ pub(crate) async fn run(
     };
     let loading = matches!(invocation, Invocation::Describe);
     let watched = observer.clone();
-    let admission = admit(sandbox, deadline, cancel, loading).await;
+    let admission = admit(sandbox, deadline, cancel, loading, ends).await;
     // A call that found a slot free waited for none.
     let slot_wait = match &admission {
         Ok((_, false)) => Duration::ZERO,
@@ -220,15 +241,16 @@ pub(crate) async fn run(
         Ok((slot, _)) => match &sandbox.files {
             Some(files) if sandbox.slots.stuck() < MAX_STUCK_WORKERS => {
                 let fs = files.inline.clone();
+                let at = (deadline, ends);
                 on_worker(
-                    sandbox, invocation, observer, cancel, &capture, fs, slot, deadline,
+                    sandbox, invocation, observer, cancel, &capture, fs, slot, at,
                 )
                 .await
             }
             files => {
                 let fs = files.as_ref().map(|f| f.offloaded.clone());
                 let guest = guest(sandbox.clone(), invocation, observer, capture.clone(), fs);
-                let result = bounded(guest, deadline, cancel, limits).await;
+                let result = bounded(guest, deadline, cancel, ends).await;
                 drop(slot);
                 result
             }
@@ -278,12 +300,14 @@ struct Capture {
     deadline: Instant,
 }
 
-/// Waits for a free slot, within the call's own deadline.
+/// Waits for a free slot until `deadline`, when time `ends`; a nested call
+/// is refused at once when every slot is held by a waiting caller.
 async fn admit(
     sandbox: &Sandbox,
     deadline: Instant,
     cancel: Option<&CancelToken>,
     loading: bool,
+    ends: Ends,
 ) -> Result<(Slot, bool), Abort> {
     let slots = &sandbox.slots;
     if !cancel.is_some_and(CancelToken::is_cancelled)
@@ -291,17 +315,69 @@ async fn admit(
     {
         return Ok((slot, false));
     }
+    let waited = async {
+        match ends.nested {
+            true => slots.wait_nested(deadline).await,
+            false => Ok(slots.wait(deadline, loading).await),
+        }
+    };
     tokio::select! {
         biased;
         () = cancelled(cancel) => Err(cancelled_abort()),
-        slot = slots.wait(deadline, loading) => slot.map(|slot| (slot, true)).ok_or_else(|| Abort {
-            kind: ErrorKind::Timeout,
-            message: format!(
-                "The host was busy: all {} sandbox slots stayed in use for the tool's whole time limit of {}, so it never started. Try again later.",
-                slots.max_calls(),
-                human_duration(sandbox.grants.limits.timeout),
-            ),
-        }),
+        slot = waited => match slot {
+            Ok(Some(slot)) => Ok((slot, true)),
+            Ok(None) => Err(Abort {
+                kind: ErrorKind::Timeout,
+                message: format!(
+                    "The host was busy: all {} sandbox slots stayed in use for the whole of {}, so the tool never started. Try again later.",
+                    slots.max_calls(),
+                    ends.describe(),
+                ),
+            }),
+            Err(Stalled) => Err(Abort {
+                kind: ErrorKind::Timeout,
+                message: format!(
+                    "The host could not start this nested call: all {} sandbox slots are held by calls waiting on the tools they called, so none can free until a nested call runs. Make fewer nested calls at once, or ask the operator for a higher `max_concurrent_calls`.",
+                    slots.max_calls(),
+                ),
+            }),
+        },
+    }
+}
+
+/// What stops a call that runs out of time: its own timeout, or what its
+/// caller had left (a nested call).
+#[derive(Debug, Clone, Copy)]
+struct Ends {
+    time: Duration,
+    /// The caller's time, shorter than the call's own.
+    by_caller: bool,
+    nested: bool,
+}
+
+impl Ends {
+    /// For a call of `timeout`, started at `started`, whose caller (if
+    /// any) must be answered by `caller_deadline`; with the deadline.
+    fn of(
+        timeout: Duration,
+        started: Instant,
+        caller_deadline: Option<Instant>,
+    ) -> (Instant, Ends) {
+        let own = started + timeout;
+        let deadline = caller_deadline.map_or(own, |caller| caller.min(own));
+        let ends = Ends {
+            time: deadline.saturating_duration_since(started),
+            by_caller: deadline < own,
+            nested: caller_deadline.is_some(),
+        };
+        (deadline, ends)
+    }
+
+    fn describe(self) -> String {
+        match self.by_caller {
+            true => format!("the {} its caller had left", human_duration(self.time)),
+            false => format!("its time limit of {}", human_duration(self.time)),
+        }
     }
 }
 
@@ -316,7 +392,7 @@ async fn on_worker(
     capture: &Capture,
     fs: WasiFilesystemCtx,
     slot: Slot,
-    deadline: Instant,
+    (deadline, ends): (Instant, Ends),
 ) -> Result<GuestReturn, Abort> {
     let (sender, mut receiver) = tokio::sync::oneshot::channel();
     let state = Arc::new(AtomicU8::new(RUNNING));
@@ -329,10 +405,9 @@ async fn on_worker(
         Some(fs),
     );
     let (worker_state, worker_cancel) = (state.clone(), cancel.cloned());
-    let limits = sandbox.grants.limits;
     let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
-        let result = handle.block_on(bounded(guest, deadline, worker_cancel.as_ref(), &limits));
+        let result = handle.block_on(bounded(guest, deadline, worker_cancel.as_ref(), ends));
         // The instance is gone: its slot can serve another call.
         drop(slot);
         if worker_state.swap(DONE, Ordering::AcqRel) == ABANDONED {
@@ -344,7 +419,7 @@ async fn on_worker(
         biased;
         result = &mut receiver => return result.unwrap_or_else(|_| Err(worker_failed())),
         () = cancelled(cancel) => cancelled_abort(),
-        () = tokio::time::sleep_until(deadline.into()) => timeout_abort(&limits),
+        () = tokio::time::sleep_until(deadline.into()) => timeout_abort(ends),
     };
     // The worker stops at the same moment unless a file operation holds it.
     if let Ok(result) = tokio::time::timeout(WORKER_GRACE, &mut receiver).await {
@@ -384,12 +459,12 @@ fn cancelled_abort() -> Abort {
     }
 }
 
-fn timeout_abort(limits: &Limits) -> Abort {
+fn timeout_abort(ends: Ends) -> Abort {
     Abort {
         kind: ErrorKind::Timeout,
         message: format!(
-            "The tool did not finish within its time limit of {} and was stopped. Ask for less work per call, or a narrower request.",
-            human_duration(limits.timeout)
+            "The tool did not finish within {} and was stopped. Ask for less work per call, or a narrower request.",
+            ends.describe()
         ),
     }
 }
@@ -399,12 +474,12 @@ async fn bounded(
     guest: impl Future<Output = Result<GuestReturn, Abort>>,
     deadline: Instant,
     cancel: Option<&CancelToken>,
-    limits: &Limits,
+    ends: Ends,
 ) -> Result<GuestReturn, Abort> {
     tokio::select! {
         biased;
         () = cancelled(cancel) => Err(cancelled_abort()),
-        ran = within(deadline, guest) => ran.unwrap_or_else(|| Err(timeout_abort(limits))),
+        ran = within(deadline, guest) => ran.unwrap_or_else(|| Err(timeout_abort(ends))),
     }
 }
 
@@ -437,7 +512,7 @@ async fn within<F: Future>(deadline: Instant, future: F) -> Option<F::Output> {
 /// Instantiates the component in a fresh store and runs `invocation`.
 async fn guest(
     sandbox: Arc<Sandbox>,
-    invocation: Invocation,
+    mut invocation: Invocation,
     observer: Observer,
     capture: Capture,
     fs: Option<WasiFilesystemCtx>,
@@ -445,12 +520,16 @@ async fn guest(
     let limits = &sandbox.grants.limits;
     // The most one host call may copy out of the guest: its outcome, a log
     // line, a WASI request.
-    let transfer_cap = match invocation {
-        Invocation::Describe => MAX_DESCRIBE_BYTES,
-        Invocation::Call { .. } => limits.output_bytes.saturating_add(TRANSFER_SLACK),
+    let (transfer_cap, tools) = match &mut invocation {
+        Invocation::Describe => (MAX_DESCRIBE_BYTES, None),
+        Invocation::Call { tools, .. } => (
+            limits.output_bytes.saturating_add(TRANSFER_SLACK),
+            tools.take(),
+        ),
     };
+    let tools = ToolsCtx::new(tools, capture.deadline, sandbox.slots.clone());
     let mut store =
-        new_store(&sandbox, &capture, fs, observer, transfer_cap).map_err(|e| Abort {
+        new_store(&sandbox, &capture, fs, observer, tools, transfer_cap).map_err(|e| Abort {
             kind: ErrorKind::Trap,
             message: format!("The sandbox could not be set up ({e:#})."),
         })?;
@@ -462,6 +541,7 @@ async fn guest(
             Invocation::Call {
                 tool: name,
                 arguments,
+                ..
             } => GuestReturn::Outcome(tool.call_call(&mut store, name, arguments).await?),
         })
     }
@@ -488,6 +568,7 @@ fn new_store(
     capture: &Capture,
     fs: Option<WasiFilesystemCtx>,
     observer: Observer,
+    tools: ToolsCtx,
     transfer_cap: usize,
 ) -> wasmtime::Result<Store<CallState>> {
     let limits = &sandbox.grants.limits;
@@ -531,6 +612,7 @@ fn new_store(
         limiter: MemoryLimiter::new(limits.memory_bytes, capture.peak_memory.clone()),
         events: GuestEvents::new(observer, capture.redactor.clone(), capture.meter.clone()),
         settings: sandbox.grants.settings.clone(),
+        tools,
     };
     let mut store = Store::new(sandbox.pre.engine(), state);
     store.limiter(|state| &mut state.limiter);

@@ -10,6 +10,11 @@
 //! slot until the operation returns; such calls are counted, so that past a
 //! few of them file operations move to tokio's blocking pool.
 //!
+//! A call that calls tools holds its slot while it waits for them (its
+//! instance lives on), and counts as *parked* meanwhile. A nested call that
+//! finds every slot held by a parked caller is refused at once: no slot can
+//! free until a nested call runs, so waiting could only end at the deadline.
+//!
 //! Taking and giving back a free slot is one atomic operation each way, with
 //! no lock: concurrent callers would otherwise contend for a semaphore's
 //! lock on every call (tokio's takes its waiters' lock on every release).
@@ -94,6 +99,45 @@ impl Slots {
             .await
             .ok()
     }
+
+    /// Like [`wait`](Self::wait), for a nested call: `Err(Stalled)` at once
+    /// when every call slot is held by a caller waiting on its own nested
+    /// calls, now or while this call waits.
+    pub(crate) async fn wait_nested(&self, deadline: Instant) -> Result<Option<Slot>, Stalled> {
+        let pool = &self.calls;
+        tokio::select! {
+            biased;
+            slot = self.wait(deadline, false) => Ok(slot),
+            () = pool.stalled(self.max_calls) => Err(Stalled),
+        }
+    }
+
+    /// Counts the slot of a call that waits on nested calls as parked,
+    /// while the guard lives.
+    pub(crate) fn park(&self) -> Parked {
+        let parked = self.calls.parked.fetch_add(1, Ordering::SeqCst) + 1;
+        if parked >= self.max_calls {
+            self.calls.all_parked.notify_waiters();
+        }
+        Parked {
+            pool: self.calls.clone(),
+        }
+    }
+}
+
+/// Every call slot is held by a caller waiting on nested calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stalled;
+
+/// A caller's slot counted as parked; no longer when dropped.
+pub(crate) struct Parked {
+    pool: Arc<Pool>,
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        self.pool.parked.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A counting semaphore: `free` slots, and the calls waiting for one.
@@ -102,6 +146,10 @@ struct Pool {
     waiting: AtomicUsize,
     /// Told when a slot is given back while calls wait.
     given_back: Notify,
+    /// Slots held by callers waiting on nested calls.
+    parked: AtomicUsize,
+    /// Told when every slot is held by a parked caller.
+    all_parked: Notify,
 }
 
 /// A slot taken from a pool, given back when dropped.
@@ -124,6 +172,22 @@ impl Pool {
             free: AtomicUsize::new(slots),
             waiting: AtomicUsize::new(0),
             given_back: Notify::new(),
+            parked: AtomicUsize::new(0),
+            all_parked: Notify::new(),
+        }
+    }
+
+    /// Resolves once every one of the pool's `slots` is held by a parked
+    /// caller.
+    async fn stalled(&self, slots: usize) {
+        loop {
+            let told = self.all_parked.notified();
+            tokio::pin!(told);
+            told.as_mut().enable();
+            if self.parked.load(Ordering::SeqCst) >= slots {
+                return;
+            }
+            told.await;
         }
     }
 
@@ -255,6 +319,30 @@ mod tests {
         }
         assert!(most.load(Ordering::SeqCst) <= 3);
         assert_eq!(slots.busy(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_nested_call_is_refused_once_every_slot_is_parked() {
+        let slots = Slots::new(2);
+        let (first, second) = (slots.free(false).unwrap(), slots.free(false).unwrap());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let parked = slots.park();
+        // One holder still runs: a nested call waits for its slot.
+        let waiter = {
+            let slots = slots.clone();
+            tokio::spawn(async move { slots.wait_nested(deadline).await.map(|s| s.is_some()) })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(!waiter.is_finished(), "it waits while a holder runs");
+        // The other holder parks too: the waiter can never get a slot.
+        let also_parked = slots.park();
+        let waited = tokio::time::timeout(Duration::from_secs(5), waiter).await;
+        assert_eq!(waited.expect("refused at once").unwrap(), Err(Stalled));
+        assert_eq!(slots.wait_nested(deadline).await.err(), Some(Stalled));
+        drop((parked, also_parked));
+        drop(first);
+        assert!(matches!(slots.wait_nested(deadline).await, Ok(Some(_))));
+        drop(second);
     }
 
     #[test]

@@ -35,6 +35,7 @@ use super::net::{Egress, Meter, redacted};
 use super::outcome::GuestEvents;
 use super::secrets::redact::Redactor;
 use super::settings::ComponentSettings;
+use super::tools::ToolsCtx;
 
 /// The most table elements a call's instances may hold, all tables together.
 pub(crate) const MAX_TABLE_ELEMENTS: usize = 100_000;
@@ -60,11 +61,13 @@ pub(crate) struct CallState {
     pub(super) limiter: MemoryLimiter,
     pub(super) events: GuestEvents,
     pub(super) settings: Arc<ComponentSettings>,
+    pub(super) tools: ToolsCtx,
 }
 
 /// Links everything a component may import, each capability over its own
 /// part of [`CallState`]: WASI 0.2 (with toolcage's `ip-name-lookup`),
-/// outgoing `wasi:http`, `toolcage:tool/host` and `wasi:config/store`.
+/// outgoing `wasi:http`, `toolcage:tool/host`, `toolcage:tool/tools` and
+/// `wasi:config/store`.
 pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
     sockets::add_to_linker(linker, CallState::lookups)?;
@@ -72,6 +75,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<
     toolcage::tool::host::add_to_linker::<_, HasSelf<GuestEvents>>(linker, |state| {
         &mut state.events
     })?;
+    toolcage::tool::tools::add_to_linker::<_, HasSelf<ToolsCtx>>(linker, |state| &mut state.tools)?;
     config_store::add_to_linker::<_, HasSelf<Arc<ComponentSettings>>>(linker, |state| {
         &mut state.settings
     })

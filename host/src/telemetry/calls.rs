@@ -13,7 +13,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, SystemTime};
 
 use opentelemetry::trace::{Span, SpanKind, Status, TraceContextExt, Tracer as _};
@@ -36,9 +36,29 @@ const IDLE: Duration = Duration::from_millis(5);
 
 /// Telemetry as the call path's [`Tracer`], for calls from `origin`.
 pub(super) struct CallTracer {
-    pub telemetry: Telemetry,
-    pub origin: Option<Arc<CallOrigin>>,
+    telemetry: Telemetry,
+    origin: Option<Arc<CallOrigin>>,
+    /// For nested calls: their caller's children, exported with it.
+    into: Option<Children>,
 }
+
+impl CallTracer {
+    /// The tracer of calls from `origin` (none: an embedder's own).
+    pub(super) fn new(telemetry: Telemetry, origin: Option<Arc<CallOrigin>>) -> Self {
+        CallTracer {
+            telemetry,
+            origin,
+            into: None,
+        }
+    }
+}
+
+/// The nested calls of a call, ended, waiting for their caller to end:
+/// their spans are children of its span, built after it.
+type Children = Arc<Mutex<Vec<Ended>>>;
+
+/// The most nested calls exported under one call.
+const MAX_CHILDREN: usize = 1_000;
 
 impl Tracer for CallTracer {
     fn start(
@@ -52,6 +72,8 @@ impl Tracer for CallTracer {
         Box::new(Traced {
             telemetry: self.telemetry.clone(),
             origin: self.origin.clone(),
+            into: self.into.clone(),
+            children: OnceLock::new(),
             started: SystemTime::now(),
             arguments: inner.capture_content.then(arguments),
             permission: permission.as_str(),
@@ -63,6 +85,9 @@ impl Tracer for CallTracer {
 struct Traced {
     telemetry: Telemetry,
     origin: Option<Arc<CallOrigin>>,
+    into: Option<Children>,
+    /// Its nested calls, once its tool makes some.
+    children: OnceLock<Children>,
     started: SystemTime,
     /// The arguments, kept only when content is captured.
     arguments: Option<String>,
@@ -73,6 +98,15 @@ struct Traced {
 impl CallSpan for Traced {
     fn timed(&self) -> bool {
         self.telemetry.inner.tracer.is_some()
+    }
+
+    fn children(&self) -> Option<Arc<dyn Tracer>> {
+        let children = self.children.get_or_init(Children::default).clone();
+        Some(Arc::new(CallTracer {
+            telemetry: self.telemetry.clone(),
+            origin: None,
+            into: Some(children),
+        }))
     }
 
     fn finish(
@@ -86,6 +120,8 @@ impl CallSpan for Traced {
         let Traced {
             telemetry,
             origin,
+            into,
+            children,
             started,
             arguments,
             permission,
@@ -94,7 +130,10 @@ impl CallSpan for Traced {
             return;
         };
         let captured = arguments.map(|arguments| (arguments, result.output.clone()));
-        queue.push(Ended {
+        let children = children.into_inner().map_or_else(Vec::new, |children| {
+            std::mem::take(&mut *children.lock().unwrap_or_else(|e| e.into_inner()))
+        });
+        let ended = Ended {
             tool: cut(result.tool.clone(), MAX_UNKNOWN_NAME_BYTES),
             served: info.map(|info| Served::of(info, limits)),
             origin,
@@ -111,7 +150,17 @@ impl CallSpan for Traced {
             net: result.net,
             captured,
             timings: *timings,
-        });
+            children,
+        };
+        match into {
+            None => queue.push(ended),
+            Some(siblings) => {
+                let mut siblings = siblings.lock().unwrap_or_else(|e| e.into_inner());
+                if siblings.len() < MAX_CHILDREN {
+                    siblings.push(ended);
+                }
+            }
+        }
     }
 }
 
@@ -137,6 +186,8 @@ struct Ended {
     /// The arguments and the output, when content is captured.
     captured: Option<(String, String)>,
     timings: Timings,
+    /// The nested calls its tool made, each exported under it.
+    children: Vec<Ended>,
 }
 
 /// What the span and metrics record of a tool the registry serves.
@@ -251,7 +302,15 @@ impl Inner {
     /// The span and metrics of a call that ended.
     fn record(&self, ended: &Ended) {
         if let Some(tracer) = &self.tracer {
-            self.span(tracer, ended);
+            self.span(tracer, ended, None);
+        }
+        self.count(ended);
+    }
+
+    /// The metrics of a call that ended, and of its nested calls.
+    fn count(&self, ended: &Ended) {
+        for child in &ended.children {
+            self.count(child);
         }
         if let Some(metrics) = &self.metrics {
             let transport = ended.request_transport();
@@ -273,10 +332,13 @@ impl Inner {
     /// The call's span (the standard `execute_tool`, or MCP's `tools/call`
     /// when the frontend said where the request came from), with its
     /// stages as children or as attributes.
-    fn span(&self, tracer: &SdkTracer, ended: &Ended) {
-        let context = ended.start_span(tracer);
+    fn span(&self, tracer: &SdkTracer, ended: &Ended, parent: Option<&Context>) {
+        let context = ended.start_span(tracer, parent);
         if self.phase_spans {
             ended.phases(tracer, &context);
+        }
+        for child in &ended.children {
+            self.span(tracer, child, Some(&context));
         }
         let span = context.span();
         span.set_attributes(ended.end_attributes(!self.phase_spans));
@@ -294,9 +356,10 @@ impl Ended {
         Some(request.transport)
     }
 
-    /// Starts the span, at the call's start, in the context its children
+    /// Starts the span, at the call's start, under `parent` (a nested
+    /// call's caller) or its origin; returns the context its children
     /// start in.
-    fn start_span(&self, tracer: &SdkTracer) -> Context {
+    fn start_span(&self, tracer: &SdkTracer, parent: Option<&Context>) -> Context {
         let origin = self.origin.as_deref();
         let request = origin.and_then(|origin| origin.request.as_ref());
         // A name the registry does not serve came from the model: it names
@@ -334,7 +397,10 @@ impl Ended {
             let digest = served.digest.clone();
             attributes.push(KeyValue::new("toolcage.component.digest", digest));
         }
-        let parent = origin.map_or_else(Context::new, |origin| origin.parent.clone());
+        let parent = match parent {
+            Some(parent) => parent.clone(),
+            None => origin.map_or_else(Context::new, |origin| origin.parent.clone()),
+        };
         let span = tracer
             .span_builder(name)
             .with_kind(kind)
@@ -440,6 +506,7 @@ mod tests {
             net: NetUsage::default(),
             captured: None,
             timings: Timings::default(),
+            children: Vec::new(),
         }
     }
 

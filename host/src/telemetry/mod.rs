@@ -259,10 +259,7 @@ impl Telemetry {
     /// telemetry records nothing, so that its calls pay nothing for it.
     pub(crate) fn tracer(&self, origin: Option<Arc<CallOrigin>>) -> Option<Arc<dyn Tracer>> {
         self.inner.queue.as_ref()?;
-        Some(Arc::new(calls::CallTracer {
-            telemetry: self.clone(),
-            origin,
-        }))
+        Some(Arc::new(calls::CallTracer::new(self.clone(), origin)))
     }
 
     /// Reports, as gauges, how many of `runtime`'s sandbox slots are busy

@@ -56,6 +56,11 @@ pub struct GlobalArgs {
     /// 10.0.0.0/8); repeatable. Default: none.
     #[arg(long = "allow-private", value_name = "CIDR", global = true)]
     pub allow_private: Vec<String>,
+    /// Let every tool call the tools whose names PATTERN matches (`*` for
+    /// any run of characters), each call checked like a direct one and run
+    /// with the callee's own grants; repeatable. Default: none.
+    #[arg(long = "calls", value_name = "PATTERN", global = true)]
+    pub calls: Vec<String>,
     /// Trust the CA certificates in FILE (PEM) for tools' HTTPS requests,
     /// besides the web PKI roots.
     #[arg(long = "ca-file", value_name = "FILE", global = true)]
@@ -79,6 +84,17 @@ pub struct GlobalArgs {
     /// Longest stall of a response body, in milliseconds. Default: 10000.
     #[arg(long, value_name = "N", global = true)]
     pub net_between_bytes_ms: Option<u64>,
+    /// Nested calls (tools calling tools) one call tree may make. Default:
+    /// 100.
+    #[arg(long, value_name = "N", global = true)]
+    pub nested_calls: Option<u32>,
+    /// How deep a call tree may nest. Default: 4.
+    #[arg(long, value_name = "N", global = true)]
+    pub nested_depth: Option<u32>,
+    /// Arguments and results one call tree's nested calls may pass, in KiB.
+    /// Default: 16384.
+    #[arg(long, value_name = "N", global = true)]
+    pub nested_kib: Option<u64>,
     /// Wall-clock limit per call, in milliseconds. Default: 30000.
     #[arg(long, value_name = "N", global = true)]
     pub timeout_ms: Option<u64>,

@@ -322,6 +322,7 @@ struct Settings {
     mounts: Vec<Mount>,
     allow_net: Vec<Grant>,
     allow_private: Vec<Cidr>,
+    calls: Vec<String>,
     ca_file: Option<PathBuf>,
     tools: Vec<ToolsSource>,
     bundled: bool,
@@ -399,6 +400,9 @@ impl Settings {
                 "--net-between-bytes-ms",
             )?
             .map(Duration::from_millis),
+            nested_calls: global.nested_calls,
+            nested_depth: global.nested_depth,
+            nested_bytes: bytes(global.nested_kib, 10, "--nested-kib")?.map(|b| b as u64),
             ..LimitOverrides::default()
         };
         let allow_net = global
@@ -424,6 +428,7 @@ impl Settings {
             mounts,
             allow_net,
             allow_private,
+            calls: global.calls.clone(),
             ca_file: global.ca_file.clone(),
             tools,
             bundled,
@@ -440,6 +445,9 @@ impl Settings {
         }
         for range in &self.allow_private {
             builder = builder.allow_private(*range);
+        }
+        for pattern in &self.calls {
+            builder = builder.calls(pattern.clone());
         }
         if let Some(ca_file) = &self.ca_file {
             builder = builder.ca_file(ca_file.clone());

@@ -1,0 +1,422 @@
+//! Nested calls: a tool calling tools through `toolcage:tool/tools`. Each
+//! nested call is a call: it takes the whole path (lookup, validation, the
+//! policy's allow/ask/deny rules and approver, the cache, a fresh sandbox
+//! with the *callee's* grants, redaction of the callee's secrets,
+//! telemetry), under the policy of the call that started the tree.
+//!
+//! Threat model: the caller is untrusted, and its requests are what a model
+//! (or a script it wrote) might send. Before the path, a nested call must
+//! pass:
+//! - the caller component's `calls` grant (deny by default), so a tool
+//!   reaches only the tools its operator named;
+//! - its tree's budget, set by the root call's limits: a number of nested
+//!   calls, a depth (a tool calling itself stops there), and the bytes of
+//!   arguments and results crossing between callers and callees;
+//! - the caller's deadline: a nested call ends by the time its caller must,
+//!   and dies with it (cancelling or stopping the caller drops its calls).
+//!
+//! Nothing is granted that a direct call would not get, and every refusal
+//! is a result the caller reads, never a trap of its own.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::{BoxFuture, join_all};
+use serde_json::Value;
+
+use super::{
+    Arguments, Call, CallOptions, CallPolicy, CallReport, CallResult, CallSpan, Metrics, Request,
+    Tracer, next_call_id,
+};
+use crate::ErrorKind;
+use crate::catalog::pattern::glob_match;
+use crate::catalog::registry::{Entry, ToolTable};
+use crate::sandbox::human_bytes;
+use crate::sandbox::limits::Limits;
+use crate::sandbox::outcome::{CancelToken, GuestEvent};
+use crate::sandbox::{NestedRequest, NestedResponse, ToolCalls};
+
+/// The most nested calls a call's result lists; later ones are run but
+/// not listed.
+pub const MAX_LISTED_NESTED: usize = 1_000;
+
+/// A nested call, as its tree's root lists it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct NestedCall {
+    /// The tool called.
+    pub tool: String,
+    /// The nested call's id.
+    pub call_id: String,
+    /// The id of the call that made it.
+    pub parent_call_id: String,
+    /// Its depth: 1 for a call the root made.
+    pub depth: u32,
+    /// Whether it failed or was refused.
+    pub is_error: bool,
+    /// Why.
+    pub error_kind: Option<ErrorKind>,
+    /// Its wall time.
+    #[serde(rename = "duration_ms", serialize_with = "super::millis")]
+    pub duration: Duration,
+    /// The fuel its guest used.
+    pub fuel_used: u64,
+}
+
+/// What happens in a call tree below its root, for an embedder following
+/// it (see [`CallOptions::on_nested`]). Every nested call sends one
+/// [`Call`](Self::Call) first and one [`Result`](Self::Result) last, with
+/// its guest's events in between.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum NestedEvent {
+    /// A tool called a tool.
+    Call {
+        /// The nested call's id.
+        call_id: String,
+        /// The caller's call id.
+        parent_call_id: String,
+        /// The tool called.
+        tool: String,
+        /// The arguments: parsed, or the text when it is not JSON.
+        arguments: Value,
+    },
+    /// The callee's guest logged a line or reported progress.
+    Guest {
+        /// The nested call's id.
+        call_id: String,
+        /// The caller's call id.
+        parent_call_id: String,
+        /// The tool called.
+        tool: String,
+        /// What it reported.
+        event: GuestEvent,
+    },
+    /// The nested call ended, ran or not: its result as its caller got it.
+    Result {
+        /// The caller's call id.
+        parent_call_id: String,
+        /// The result.
+        result: Box<CallResult>,
+        /// What it cost, and whether it came from the cache.
+        metrics: Metrics,
+    },
+}
+
+pub(super) type NestedSink = Arc<dyn Fn(NestedEvent) + Send + Sync>;
+
+/// A call tree: its budget, what it used, and what it lists.
+pub(crate) struct Tree {
+    budget: Budget,
+    made: AtomicU32,
+    bytes: AtomicU64,
+    listed: Mutex<Vec<NestedCall>>,
+    policy: Option<Arc<CallPolicy>>,
+    events: Option<NestedSink>,
+}
+
+/// A tree's budget, from its root's limits.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    calls: u32,
+    depth: u32,
+    bytes: u64,
+}
+
+impl Tree {
+    /// The tree a root call under `limits` starts, nesting under `options`'
+    /// policy and reporting to its nested-event sink.
+    pub(super) fn new(limits: &Limits, options: &CallOptions) -> Arc<Tree> {
+        Arc::new(Tree {
+            budget: Budget {
+                calls: limits.nested_calls,
+                depth: limits.nested_depth,
+                bytes: limits.nested_bytes,
+            },
+            made: AtomicU32::new(0),
+            bytes: AtomicU64::new(0),
+            listed: Mutex::new(Vec::new()),
+            policy: options.policy.clone(),
+            events: options.nested.clone(),
+        })
+    }
+
+    /// The nested calls listed so far, taken.
+    pub(super) fn take_listed(&self) -> Vec<NestedCall> {
+        std::mem::take(&mut *self.listed.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn list(&self, call: NestedCall) {
+        let mut listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
+        if listed.len() < MAX_LISTED_NESTED {
+            listed.push(call);
+        }
+    }
+
+    fn emit(&self, event: impl FnOnce() -> NestedEvent) {
+        if let Some(events) = &self.events {
+            events(event());
+        }
+    }
+
+    /// Counts `bytes` crossing the interface; `false` (uncounted) past the
+    /// budget.
+    fn spend_bytes(&self, bytes: u64) -> bool {
+        self.bytes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
+                used.checked_add(bytes)
+                    .filter(|&total| total <= self.budget.bytes)
+            })
+            .is_ok()
+    }
+}
+
+/// Where a call sits in its tree, when it is a nested call.
+#[derive(Clone)]
+pub(crate) struct Nesting {
+    pub tree: Arc<Tree>,
+    /// 1 for a call the root made.
+    pub depth: u32,
+    /// The caller's deadline: the call ends by then.
+    pub caller_deadline: Instant,
+    /// Starts the call's span as a child of its caller's.
+    pub tracer: Option<Arc<dyn Tracer>>,
+}
+
+/// What runs the nested calls of the call `call_id` to `entry`'s tool, when
+/// its component imports `toolcage:tool/tools`; with the tree it starts,
+/// when it is a tree's root (whose result lists the tree's calls).
+pub(super) fn caller(
+    table: &Arc<ToolTable>,
+    entry: &Arc<Entry>,
+    call_id: &str,
+    options: &CallOptions,
+    span: Option<&dyn CallSpan>,
+) -> Option<(Arc<Caller>, Option<Arc<Tree>>)> {
+    if !entry.component.imports_tools {
+        return None;
+    }
+    let (tree, depth, root) = match &options.nesting {
+        Some(nesting) => (nesting.tree.clone(), nesting.depth, None),
+        None => {
+            let tree = Tree::new(&entry.component.sandbox.grants.limits, options);
+            (tree.clone(), 0, Some(tree))
+        }
+    };
+    let caller = Caller {
+        table: table.clone(),
+        tree,
+        depth,
+        call_id: call_id.to_string(),
+        entry: entry.clone(),
+        tracer: span.and_then(CallSpan::children),
+    };
+    Some((Arc::new(caller), root))
+}
+
+/// What runs the nested calls of one call: its tool's grant, its place in
+/// the tree, the table it looks tools up in.
+pub(super) struct Caller {
+    pub table: Arc<ToolTable>,
+    pub tree: Arc<Tree>,
+    /// The caller's own depth: 0 for the root.
+    pub depth: u32,
+    pub call_id: String,
+    pub entry: Arc<Entry>,
+    /// Starts its callees' spans as children of its own.
+    pub tracer: Option<Arc<dyn Tracer>>,
+}
+
+impl ToolCalls for Caller {
+    fn call(
+        &self,
+        requests: Vec<NestedRequest>,
+        deadline: Instant,
+    ) -> BoxFuture<'_, Vec<NestedResponse>> {
+        Box::pin(async move {
+            let together = requests.len() > 1
+                && requests.iter().all(|request| {
+                    self.table
+                        .get(&request.name)
+                        .is_some_and(|entry| entry.info.descriptor.hints.read_only)
+                });
+            if together {
+                join_all(requests.into_iter().map(|r| self.one(r, deadline))).await
+            } else {
+                let mut responses = Vec::with_capacity(requests.len());
+                for request in requests {
+                    responses.push(self.one(request, deadline).await);
+                }
+                responses
+            }
+        })
+    }
+}
+
+/// Cancels a nested call when its caller stops waiting for it.
+struct CancelOnDrop(CancelToken);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+impl Caller {
+    /// Runs one nested call through the path, and answers it.
+    async fn one(&self, request: NestedRequest, deadline: Instant) -> NestedResponse {
+        let tree = &self.tree;
+        let arguments_len = request.arguments.len() as u64;
+        let refusal = self.refusal(&request.name, arguments_len, deadline);
+        let rules = tree.policy.as_ref().map(|policy| policy.permissions());
+        let request = Request {
+            id: next_call_id(),
+            name: request.name,
+            arguments: Arguments::Json(request.arguments),
+        };
+        let mut call = Call::look_up(&self.table, request, rules);
+        if let Some((kind, output)) = refusal {
+            call.refuse_first(kind, output);
+        }
+        let (id, tool) = (call.id().to_string(), call.name().to_string());
+        tree.emit(|| NestedEvent::Call {
+            call_id: id.clone(),
+            parent_call_id: self.call_id.clone(),
+            tool: tool.clone(),
+            arguments: call.arguments(),
+        });
+        let cancel = CancelOnDrop(CancelToken::new());
+        let options = self.options(&id, &tool, &cancel.0, deadline);
+        let CallReport {
+            mut result,
+            metrics,
+        } = call.run(options).await;
+        self.spend_result(&mut result);
+        tree.list(NestedCall {
+            tool: result.tool.clone(),
+            call_id: result.call_id.clone(),
+            parent_call_id: self.call_id.clone(),
+            depth: self.depth + 1,
+            is_error: result.is_error,
+            error_kind: result.error_kind,
+            duration: result.duration,
+            fuel_used: result.fuel_used,
+        });
+        let response = NestedResponse {
+            call_id: result.call_id.clone(),
+            is_error: result.is_error,
+            error_kind: result.error_kind.map(ErrorKind::as_str),
+            output: result.output.clone(),
+            details: result.details.as_ref().map(Value::to_string),
+        };
+        tree.emit(|| NestedEvent::Result {
+            parent_call_id: self.call_id.clone(),
+            result: Box::new(result),
+            metrics,
+        });
+        response
+    }
+
+    /// The options of nested call `id` to `tool`.
+    fn options(
+        &self,
+        id: &str,
+        tool: &str,
+        cancel: &CancelToken,
+        deadline: Instant,
+    ) -> CallOptions {
+        let tree = &self.tree;
+        let mut options = CallOptions::new().call_id(id).cancel_token(cancel.clone());
+        options.policy = tree.policy.clone();
+        if let Some(events) = tree.events.clone() {
+            let (id, parent, tool) = (id.to_string(), self.call_id.clone(), tool.to_string());
+            options = options.on_event(move |event| {
+                events(NestedEvent::Guest {
+                    call_id: id.clone(),
+                    parent_call_id: parent.clone(),
+                    tool: tool.clone(),
+                    event,
+                })
+            });
+        }
+        options.nesting = Some(Nesting {
+            tree: tree.clone(),
+            depth: self.depth + 1,
+            caller_deadline: deadline,
+            tracer: self.tracer.clone(),
+        });
+        options
+    }
+
+    /// Why a call to `tool` is refused before the path, if it is: the
+    /// grant, then the tree's budget, then the caller's time.
+    fn refusal(
+        &self,
+        tool: &str,
+        arguments_len: u64,
+        deadline: Instant,
+    ) -> Option<(ErrorKind, String)> {
+        let tree = &self.tree;
+        let budget = tree.budget;
+        let component = &self.entry.info.component;
+        let calls = &self.entry.component.calls;
+        if !calls.iter().any(|pattern| glob_match(pattern, tool)) {
+            let granted = match calls.is_empty() {
+                true => "its operator granted it no calls to other tools".to_string(),
+                false => format!("its operator granted it calls to {} only", calls.join(", ")),
+            };
+            return Some((
+                ErrorKind::PermissionDenied,
+                format!(
+                    "`{tool}` was not called: the component `{component}` may not call it, as {granted} (the `calls` grant of `[components.{component}]`). Do not retry it: work without `{tool}`, or tell the user the tool needs that grant."
+                ),
+            ));
+        }
+        let limit = |what: String| Some((ErrorKind::NestedLimit, what));
+        if self.depth + 1 > budget.depth {
+            return limit(format!(
+                "`{tool}` was not called: this call tree is already {} calls deep, its limit (`nested_depth` = {}). A tool that calls itself stops here: call tools directly rather than through one another.",
+                self.depth, budget.depth
+            ));
+        }
+        if tree.made.fetch_add(1, Ordering::SeqCst) >= budget.calls {
+            return limit(format!(
+                "`{tool}` was not called: this call tree made its {} nested calls, its limit (`nested_calls`). Do the rest in fewer calls, or in another call from the model.",
+                budget.calls
+            ));
+        }
+        if !tree.spend_bytes(arguments_len) {
+            return limit(format!(
+                "`{tool}` was not called: its {} of arguments would take this call tree past the {} its nested calls may pass between them (`nested_bytes`). Pass less: a path or a reference rather than the data.",
+                human_bytes(arguments_len as usize),
+                human_bytes(budget.bytes as usize)
+            ));
+        }
+        if deadline <= Instant::now() {
+            return Some((
+                ErrorKind::Timeout,
+                format!("`{tool}` was not called: its caller had no time left."),
+            ));
+        }
+        None
+    }
+
+    /// Counts `result`'s output and details against the tree's bytes, and
+    /// withholds them past the budget.
+    fn spend_result(&self, result: &mut CallResult) {
+        let details = result.details.as_ref().map_or(0, |d| d.to_string().len());
+        let size = (result.output.len() + details) as u64;
+        if self.tree.spend_bytes(size) {
+            return;
+        }
+        result.is_error = true;
+        result.error_kind = Some(ErrorKind::NestedLimit);
+        result.details = None;
+        result.output = format!(
+            "The result of `{}` ({}) was withheld: it would take this call tree past the {} its nested calls may pass between them (`nested_bytes`). Ask it for less: a narrower query, a smaller range.",
+            result.tool,
+            human_bytes(size as usize),
+            human_bytes(self.tree.budget.bytes as usize)
+        );
+    }
+}

@@ -1,0 +1,125 @@
+//! The guest's `toolcage:tool/tools`: a tool calling other tools. The calls
+//! themselves belong to the layer above (the one call path), which hands
+//! the sandbox a [`ToolCalls`] to run them through; the sandbox only
+//! carries the requests out and the results in, and knows nothing of
+//! catalogs, rules or grants.
+//!
+//! Threat model: the caller is hostile and so are its requests. Whatever it
+//! asks for becomes a result it reads, never a trap of its own or an error
+//! of the host's: with no [`ToolCalls`] (a `describe()` calling tools) each
+//! call is refused. The bytes it sends are bounded by the call's transfer
+//! cap and, above, by its tree's budget. While it waits, its slot counts as
+//! parked (see `slots`), so that the nested calls of callers filling the
+//! pool are refused rather than wait for a slot that cannot free.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::future::BoxFuture;
+
+use super::bindings::{WitCallResult, WitRequest, toolcage};
+use super::slots::Slots;
+
+/// One nested call a guest asks for.
+#[derive(Debug, Clone)]
+pub(crate) struct NestedRequest {
+    pub name: String,
+    /// JSON text, as the guest sent it.
+    pub arguments: String,
+}
+
+/// What a nested call's caller reads.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct NestedResponse {
+    pub call_id: String,
+    pub is_error: bool,
+    pub error_kind: Option<&'static str>,
+    pub output: String,
+    /// JSON text.
+    pub details: Option<String>,
+}
+
+/// Runs a caller's nested calls: the call path, seen from the sandbox.
+pub(crate) trait ToolCalls: Send + Sync {
+    /// Runs `requests` (together when the batch rule allows, otherwise in
+    /// order), none past `deadline` (the caller's), and answers each, in
+    /// order.
+    fn call(
+        &self,
+        requests: Vec<NestedRequest>,
+        deadline: Instant,
+    ) -> BoxFuture<'_, Vec<NestedResponse>>;
+}
+
+/// A call's `toolcage:tool/tools`: what runs its nested calls, if anything.
+pub(crate) struct ToolsCtx {
+    calls: Option<Arc<dyn ToolCalls>>,
+    deadline: Instant,
+    slots: Slots,
+}
+
+impl ToolsCtx {
+    /// Nested calls through `calls`, within `deadline`; a caller's slot in
+    /// `slots` counts as parked while it waits.
+    pub(crate) fn new(calls: Option<Arc<dyn ToolCalls>>, deadline: Instant, slots: Slots) -> Self {
+        ToolsCtx {
+            calls,
+            deadline,
+            slots,
+        }
+    }
+
+    async fn run(&mut self, requests: Vec<NestedRequest>) -> Vec<NestedResponse> {
+        let Some(calls) = &self.calls else {
+            return requests.iter().map(|r| not_here(&r.name)).collect();
+        };
+        let _parked = self.slots.park();
+        calls.call(requests, self.deadline).await
+    }
+}
+
+/// The answer to a call of `tool` where no calls can be made: while the
+/// component is described.
+fn not_here(tool: &str) -> NestedResponse {
+    NestedResponse {
+        call_id: String::new(),
+        is_error: true,
+        error_kind: Some("unsupported"),
+        output: format!(
+            "`{tool}` was not called: a tool can call tools only while it runs a call, not while it is loaded and describes itself."
+        ),
+        details: None,
+    }
+}
+
+impl From<NestedResponse> for WitCallResult {
+    fn from(response: NestedResponse) -> Self {
+        WitCallResult {
+            call_id: response.call_id,
+            is_error: response.is_error,
+            error_kind: response.error_kind.map(str::to_string),
+            output: response.output,
+            details: response.details,
+        }
+    }
+}
+
+impl toolcage::tool::tools::Host for ToolsCtx {
+    async fn call(&mut self, name: String, arguments: String) -> WitCallResult {
+        let request = NestedRequest { name, arguments };
+        let mut responses = self.run(vec![request]).await;
+        responses.pop().expect("one response per request").into()
+    }
+
+    async fn call_all(&mut self, requests: Vec<WitRequest>) -> Vec<WitCallResult> {
+        let requests = requests
+            .into_iter()
+            .map(|request| NestedRequest {
+                name: request.name,
+                arguments: request.arguments,
+            })
+            .collect();
+        let responses = self.run(requests).await;
+        responses.into_iter().map(WitCallResult::from).collect()
+    }
+}
