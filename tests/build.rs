@@ -86,10 +86,14 @@ fn main() {
     println!("cargo:rerun-if-changed=build/wat_guests.rs");
     let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap());
     let leftovers_wat = out_dir.join("leftovers_wat.wasm");
-    std::fs::write(&leftovers_wat, wat_guests::leftovers_wat(&wit)).unwrap();
+    // Built against the WIT of toolcage:tool@0.1.0, kept in build/: a
+    // component of the previous contract must load and run unchanged.
+    let wit_0_1_0 = Path::new(env!("CARGO_MANIFEST_DIR")).join("build/wit-0.1.0");
+    println!("cargo:rerun-if-changed={}", wit_0_1_0.display());
+    std::fs::write(&leftovers_wat, wat_guests::leftovers_wat(&wit_0_1_0)).unwrap();
     writeln!(
         code,
-        "/// The `leftovers_wat` component, written in WebAssembly text."
+        "/// The `leftovers_wat` component, written in WebAssembly text against toolcage:tool@0.1.0."
     )
     .unwrap();
     writeln!(

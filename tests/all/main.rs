@@ -11,6 +11,7 @@ mod file_attacks;
 mod filesystem;
 mod limits;
 mod loading;
+mod nested;
 mod network;
 mod new;
 mod oci;

@@ -67,6 +67,9 @@
 //!   environment variables and no network. `std::fs` works under the mounts.
 //! - Its settings, the strings the operator wrote for it, are read with
 //!   [`config::get`]; there are none unless the operator wrote some.
+//! - It may call other tools with [`tools::call`] and [`tools::call_all`],
+//!   only those its operator granted it (`calls`), each in a sandbox of its
+//!   own with that tool's grants.
 //! - `Outcome::output` is what the model reads: keep it short and actionable.
 //!   `Outcome::details` is structured JSON for programs and user interfaces.
 //!   An `Err` outcome tells the model the call failed; say what to do instead.
@@ -85,6 +88,7 @@ pub mod config;
 #[doc(hidden)]
 #[allow(missing_docs, unsafe_code)] // generated ABI glue
 pub mod http;
+pub mod tools;
 
 pub mod bindings {
     wit_bindgen::generate!({

@@ -1,0 +1,82 @@
+//! Calling other tools from a tool, through `toolcage:tool/tools`.
+//!
+//! ```no_run
+//! use toolcage_guest::{json, tools};
+//!
+//! let page = tools::call("fetch", &json!({ "url": "https://example.com" }));
+//! if page.is_error {
+//!     // Refused or failed: `output` says why, for the model.
+//! }
+//! // Read-only tools started together run at once.
+//! let [a, b] = tools::call_all(&[
+//!     ("read_file", json!({ "path": "/workspace/a.txt" })),
+//!     ("read_file", json!({ "path": "/workspace/b.txt" })),
+//! ])
+//! .try_into()
+//! .unwrap();
+//! ```
+//!
+//! Each call takes the host's one call path, exactly as a call from the
+//! model: it is validated, checked against the operator's allow/ask/deny
+//! rules, and runs in a sandbox of its own with the *callee's* grants. A
+//! component may call only the tools its operator granted it (`calls` in
+//! its configuration); every other call comes back refused. One call tree
+//! shares a budget (its root's deadline, a number of nested calls, a depth
+//! and the bytes passed), and a breach is a refusal too: nothing here traps.
+
+use serde_json::Value;
+
+use crate::bindings::toolcage::tool::tools as wit;
+
+/// What a call returned, or why it did not run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallResult {
+    /// The call's id, as the host's events and traces name it.
+    pub call_id: String,
+    /// Whether it failed or was refused.
+    pub is_error: bool,
+    /// Why, when it did: `permission_denied`, `not_found`,
+    /// `invalid_arguments`, `tool_error`, `timeout`, `nested_limit`…
+    pub error_kind: Option<String>,
+    /// Concise text; on failure, what to do next.
+    pub output: String,
+    /// Structured JSON, when the tool returned some.
+    pub details: Option<Value>,
+}
+
+impl From<wit::CallResult> for CallResult {
+    fn from(result: wit::CallResult) -> Self {
+        CallResult {
+            call_id: result.call_id,
+            is_error: result.is_error,
+            error_kind: result.error_kind,
+            output: result.output,
+            details: result
+                .details
+                .map(|text| serde_json::from_str(&text).unwrap_or(Value::String(text))),
+        }
+    }
+}
+
+/// Calls tool `name` with `arguments` (a JSON object) and waits for its
+/// result.
+pub fn call(name: &str, arguments: &Value) -> CallResult {
+    wit::call(name, &arguments.to_string()).into()
+}
+
+/// Calls every `(name, arguments)` and waits for them all: together when
+/// every tool named is read-only, otherwise one at a time in order. The
+/// results come back in the order of `calls`.
+pub fn call_all(calls: &[(&str, Value)]) -> Vec<CallResult> {
+    let requests: Vec<wit::Request> = calls
+        .iter()
+        .map(|(name, arguments)| wit::Request {
+            name: name.to_string(),
+            arguments: arguments.to_string(),
+        })
+        .collect();
+    wit::call_all(&requests)
+        .into_iter()
+        .map(CallResult::from)
+        .collect()
+}
