@@ -867,6 +867,31 @@ mod tests {
     }
 
     #[test]
+    fn calls_grants_and_nested_budgets_parse() {
+        let config = parse(
+            "[limits]\nnested_calls = 7\nnested_depth = 2\nnested_kib = 8\n\
+             [components.research]\ncalls = [\"fetch\", \"read_*\"]",
+        )
+        .unwrap();
+        assert_eq!(config.components["research"].calls, ["fetch", "read_*"]);
+        let limits = config.limits.apply(crate::Limits::default());
+        assert_eq!(
+            (
+                limits.nested_calls,
+                limits.nested_depth,
+                limits.nested_bytes
+            ),
+            (7, 2, 8 << 10)
+        );
+        let error = parse("[components.x]\ncalls = [\"a b\"]").unwrap_err();
+        assert!(
+            error.contains("components.x.calls")
+                && error.contains("`a b` is not a tool name pattern"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn secrets_injections_and_settings_parse() {
         let config = parse(
             r#"

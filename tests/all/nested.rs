@@ -568,3 +568,42 @@ async fn a_component_of_the_previous_contract_loads_and_runs() {
     assert!(!result.is_error, "{}", result.output);
     assert!(result.nested.is_empty());
 }
+
+#[test]
+fn the_cli_grants_calls_and_lists_them_in_json() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(guests::FIXTURE_COMPOSER, dir.path().join("composer.wasm")).unwrap();
+    std::fs::copy(guests::FIXTURE_ECHO, dir.path().join("echo.wasm")).unwrap();
+    let arguments = compose(&[echo("hi")], false).to_string();
+    let run = |flags: &[&str]| {
+        let output = toolcage_tests::toolcage()
+            .args(["--no-bundled", "--tools"])
+            .arg(dir.path())
+            .args(flags)
+            .args(["--json", "call", "compose", &arguments])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let result: Value = serde_json::from_slice(&output.stdout).expect(&stderr);
+        result
+    };
+    // Granted on the command line (`composer` is the file's stem).
+    let result = run(&["--calls", "ech*"]);
+    assert_eq!(result["details"]["results"][0]["output"], "hi", "{result}");
+    assert_eq!(result["nested"][0]["tool"], "echo");
+    assert_eq!(result["nested"][0]["parent_call_id"], result["call_id"]);
+    assert_eq!(result["nested"][0]["depth"], 1);
+    // Not granted: refused, and still listed.
+    let result = run(&[]);
+    assert_eq!(
+        result["details"]["results"][0]["error_kind"],
+        "permission_denied"
+    );
+    assert_eq!(result["nested"][0]["error_kind"], "permission_denied");
+    // The tree's budget, from a flag.
+    let result = run(&["--calls", "*", "--nested-calls", "0"]);
+    assert_eq!(
+        result["details"]["results"][0]["error_kind"],
+        "nested_limit"
+    );
+}

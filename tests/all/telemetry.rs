@@ -551,3 +551,42 @@ async fn reloads_and_the_files_they_reject_are_counted() {
     assert!(text.contains("toolcage_reloads_total 3\n"), "{text}");
     assert!(text.contains("toolcage_files_rejected_total 1\n"), "{text}");
 }
+
+#[tokio::test]
+async fn nested_calls_are_child_spans_of_their_callers_span() {
+    let recorder = Recorder::new();
+    let builder = builder()
+        .limits(quick_limits())
+        .component_calls("fixture_composer", "echo");
+    let registry =
+        Arc::new(registry(builder, &[guests::FIXTURE_COMPOSER, guests::FIXTURE_ECHO]).await);
+    let arguments = json!({ "calls": [
+        { "tool": "echo", "arguments": { "text": "a" } },
+        { "tool": "echo", "arguments": { "text": "b" } },
+    ] });
+    let call = ToolCall::new("c1", "compose", arguments);
+    let result = runner(&registry, recorder.telemetry(false))
+        .run([call])
+        .await
+        .remove(0);
+    assert!(!result.is_error, "{}", result.output);
+    let (caller, children) = recorder.call_span("execute_tool compose");
+    let nested: Vec<&SpanData> = children
+        .iter()
+        .filter(|span| span.name == "execute_tool echo")
+        .collect();
+    assert_eq!(nested.len(), 2, "{:?}", names(&children));
+    for span in nested {
+        assert_eq!(span.span_context.trace_id(), caller.span_context.trace_id());
+        assert!(span.start_time >= caller.start_time && span.end_time <= caller.end_time);
+        let attributes = attributes(span);
+        assert_eq!(text(&attributes, "gen_ai.tool.name"), "echo");
+    }
+    // Each nested call is counted as a call of its own tool.
+    let calls = recorder
+        .spans()
+        .iter()
+        .filter(|span| span.name.starts_with("execute_tool"))
+        .count();
+    assert_eq!(calls, 3);
+}
