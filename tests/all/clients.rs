@@ -21,9 +21,15 @@ fn python_client_sdks() {
         tools.path().join("misbehave.wasm"),
     )
     .unwrap();
-    // The hot-reload and format tests copy these into directories of their own.
+    // The hot-reload, format and nested-call tests copy these into
+    // directories of their own.
     let fixtures = tempfile::tempdir().unwrap();
     std::fs::copy(guests::FIXTURE_ECHO, fixtures.path().join("echo.wasm")).unwrap();
+    std::fs::copy(
+        guests::FIXTURE_COMPOSER,
+        fixtures.path().join("composer.wasm"),
+    )
+    .unwrap();
     std::fs::copy(
         guests::FIXTURE_ECHO_TWIN,
         fixtures.path().join("echo_twin.wasm"),

@@ -3,9 +3,10 @@
 The Rust test `clients::python_client_sdks` runs these with:
 - TOOLCAGE_BIN: the toolcage binary;
 - TOOLCAGE_TOOLS: a directory holding the `echo` and `misbehave` fixtures;
-- TOOLCAGE_FIXTURES: a directory holding `echo.wasm` and `echo_twin.wasm`
-  (whose `twin_only` tool has a strict-ready schema), for the hot-reload and
-  format tests to copy;
+- TOOLCAGE_FIXTURES: a directory holding `echo.wasm`, `echo_twin.wasm`
+  (whose `twin_only` tool has a strict-ready schema) and `composer.wasm` (a
+  tool calling tools), for the hot-reload, format and nested-call tests to
+  copy;
 - TOOLCAGE_DOCKER_REGISTRY: the CNCF distribution registry binary (Debian's
   `docker-registry`, 2.8) that the OCI tests run on loopback;
 - TOOLCAGE_HIJACK: a component whose `read_file` clashes with the bundled one.

@@ -10,10 +10,14 @@ use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
     InputRequest, InputRequests, InputRequiredResult, ProtocolVersion,
 };
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 
+use crate::CancelToken;
 use crate::agent::{Approval, ApprovalRequest, Approver};
 
 /// Why a client without elicitation cannot approve a call.
@@ -28,70 +32,154 @@ const ANSWER: &str = "approve";
 /// How to ask about `request`'s call (`call_id`, its rule `ask` when
 /// `asks`) and about the nested calls its tool makes: an approver for the
 /// call path (`None` when the client cannot be asked, which the path turns
-/// into a refusal saying so), or, on 2026-07-28 before the user answered,
-/// the input-required result that asks about the call itself.
+/// into a refusal saying so), with, on 2026-07-28, the [`Round`] of
+/// questions and answers; or, on 2026-07-28 before the user answered about
+/// the call itself, the input-required result that asks.
 ///
-/// On 2026-07-28 the answer about the call comes with the retried request,
-/// and covers that call only: a nested call whose rule is `ask` is asked
-/// about while it waits, with an `elicitation/create` request, as on
-/// earlier revisions.
+/// Before 2026-07-28 each call is asked about while it waits, with an
+/// `elicitation/create` request. From 2026-07-28 the server may not send
+/// requests: a question ends the call with an input-required result, and
+/// the client retries the call with the answer. A nested call asked about
+/// so stops its root call (see [`Round`]).
 pub fn approver(
     request: &rmcp::model::CallToolRequestParams,
     context: &RequestContext<RoleServer>,
     call_id: &str,
     arguments: Option<&Value>,
     asks: bool,
-) -> Result<Option<Box<dyn Approver>>, Box<InputRequiredResult>> {
+    stop: &CancelToken,
+) -> Result<(Option<Box<dyn Approver>>, Option<Arc<Round>>), Box<InputRequiredResult>> {
     let can_elicit = context
         .client_capabilities()
         .is_some_and(|capabilities| capabilities.elicitation.is_some());
     if !can_elicit {
-        return Ok(None);
+        return Ok((None, None));
     }
-    let peer = context.peer.clone();
-    let asker = move |asked: ApprovalRequest| {
-        let peer = peer.clone();
-        async move { ask(&peer, &asked).await }
-    };
     let modern = context
         .protocol_version()
         .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
-    let (true, true, Some(arguments)) = (modern, asks, arguments) else {
-        return Ok(Some(Box::new(asker)));
+    if !modern {
+        let peer = context.peer.clone();
+        let asker = move |asked: ApprovalRequest| {
+            let peer = peer.clone();
+            async move { ask(&peer, &asked).await }
+        };
+        return Ok((Some(Box::new(asker)), None));
+    }
+    let round = Arc::new(Round::new(request, arguments, stop.clone()));
+    if let (true, Some(arguments)) = (asks, arguments)
+        && !round.answers.contains_key(QUESTION)
+    {
+        round.ask(QUESTION.to_string(), question(&request.name, arguments));
+        return Err(Box::new(round.input_required()));
+    }
+    let (asking, call_id) = (round.clone(), call_id.to_string());
+    let approver = move |asked: ApprovalRequest| {
+        let approval = asking.approval(&call_id, &asked);
+        async move { approval }
     };
-    let binding = binding(&request.name, arguments);
-    let answer = request
-        .input_responses
-        .as_ref()
-        .and_then(|responses| responses.get(QUESTION))
-        .filter(|_| request.request_state.as_deref() == Some(binding.as_str()));
-    let Some(answer) = answer else {
-        let mut questions = InputRequests::new();
-        questions.insert(
-            QUESTION.to_string(),
-            InputRequest::Elicitation(ElicitRequest::new(question(&request.name, arguments))),
-        );
-        return Err(Box::new(InputRequiredResult::new(
-            Some(questions),
-            Some(binding),
-        )));
-    };
-    let approval = serde_json::from_value::<ElicitResult>(answer.clone())
-        .map(|result| judge(&result))
-        .unwrap_or_else(|e| Approval::Refuse {
-            reason: Some(format!("The client's answer could not be read ({e}).")),
-        });
-    let call_id = call_id.to_string();
-    Ok(Some(Box::new(move |asked: ApprovalRequest| {
-        let answered = (asked.call_id == call_id).then(|| approval.clone());
-        let asker = asker.clone();
-        async move {
-            match answered {
-                Some(approval) => approval,
-                None => asker(asked).await,
+    Ok((Some(Box::new(approver)), Some(round)))
+}
+
+/// One round of a 2026-07-28 call's questions: the answers its client sent
+/// (with this retry, and carried from earlier ones in the request state),
+/// and the questions it still has to answer. A nested call that needs an
+/// answer it lacks is refused and stops its root call, whose response then
+/// asks every question the run came to; the client retries the call with
+/// the answers, and the tool runs again from the start, in a fresh
+/// sandbox as every call does.
+pub struct Round {
+    /// What the answers are about: the call's tool and arguments.
+    call: String,
+    answers: BTreeMap<String, Value>,
+    asked: Mutex<InputRequests>,
+    stop: CancelToken,
+}
+
+/// The request state a 2026-07-28 call's input-required result carries.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct State {
+    call: String,
+    answers: BTreeMap<String, Value>,
+}
+
+impl Round {
+    fn new(
+        request: &rmcp::model::CallToolRequestParams,
+        arguments: Option<&Value>,
+        stop: CancelToken,
+    ) -> Self {
+        let call = binding(&request.name, arguments.unwrap_or(&Value::Null));
+        // Answers count only for the call they were given about.
+        let state = request
+            .request_state
+            .as_deref()
+            .and_then(|state| serde_json::from_str::<State>(state).ok())
+            .filter(|state| state.call == call);
+        let answers = match state {
+            None => BTreeMap::new(),
+            Some(mut state) => {
+                let given = request.input_responses.iter().flatten();
+                state
+                    .answers
+                    .extend(given.map(|(key, value)| (key.clone(), value.clone())));
+                state.answers
             }
+        };
+        Round {
+            call,
+            answers,
+            asked: Mutex::default(),
+            stop,
         }
-    })))
+    }
+
+    /// The approval of `asked` (the call `call_id` itself, or a nested
+    /// call): the client's answer, or a refusal that asks for one.
+    fn approval(&self, call_id: &str, asked: &ApprovalRequest) -> Approval {
+        let key = match asked.call_id == call_id {
+            true => QUESTION.to_string(),
+            false => format!("{QUESTION}.{}", binding(&asked.tool, &asked.arguments)),
+        };
+        if let Some(answer) = self.answers.get(&key) {
+            return serde_json::from_value::<ElicitResult>(answer.clone())
+                .map(|result| judge(&result))
+                .unwrap_or_else(|e| Approval::Refuse {
+                    reason: Some(format!("The client's answer could not be read ({e}).")),
+                });
+        }
+        self.ask(key, question(&asked.tool, &asked.arguments));
+        self.stop.cancel();
+        Approval::Refuse {
+            reason: Some("The user is being asked; the call is retried with the answer.".into()),
+        }
+    }
+
+    fn ask(&self, key: String, question: ElicitRequestParams) {
+        let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        asked.insert(key, InputRequest::Elicitation(ElicitRequest::new(question)));
+    }
+
+    /// The input-required result asking what the run came to, if it came to
+    /// a question.
+    pub fn pending(&self) -> Option<InputRequiredResult> {
+        let asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        (!asked.is_empty()).then(|| self.input_required_with(asked.clone()))
+    }
+
+    fn input_required(&self) -> InputRequiredResult {
+        let asked = self.asked.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        self.input_required_with(asked)
+    }
+
+    fn input_required_with(&self, asked: InputRequests) -> InputRequiredResult {
+        let state = State {
+            call: self.call.clone(),
+            answers: self.answers.clone(),
+        };
+        let state = serde_json::to_string(&state).expect("a state serializes");
+        InputRequiredResult::new(Some(asked), Some(state))
+    }
 }
 
 /// Asks with an `elicitation/create` request (revisions before 2026-07-28).

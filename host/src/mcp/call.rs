@@ -34,7 +34,10 @@ use crate::{Arguments, CallOptions, CallResult, CancelToken, GuestEvent, Registr
 /// How to ask the user about a call: an approver, `None` when the client
 /// cannot be asked (or the rule does not ask), or the input-required result
 /// that asks (2026-07-28).
-type Approval = Result<Option<Box<dyn Approver>>, Box<rmcp::model::InputRequiredResult>>;
+type Approval = Result<
+    (Option<Box<dyn Approver>>, Option<Arc<approval::Round>>),
+    Box<rmcp::model::InputRequiredResult>,
+>;
 
 impl McpServer {
     /// Runs a `tools/call`, reporting it to the telemetry (if any).
@@ -115,15 +118,15 @@ impl McpServer {
         };
         let has_output_schema = info.descriptor.output_schema.is_some();
         let _running = self.in_flight.start();
-        let approver = match approval_for(request, &context, &call) {
-            Ok(approver) => approver,
+        let cancel = CancelToken::new();
+        let (approver, round) = match approval_for(request, &context, &call, &cancel) {
+            Ok(asking) => asking,
             Err(input_required) => return Ok((*input_required).into()),
         };
         // Guest events reach the client in order, and none after the result:
         // the forwarder ends when the call's options (holding the sender)
         // are dropped, with the call.
         let (events, received) = tokio::sync::mpsc::unbounded_channel();
-        let cancel = CancelToken::new();
         let policy = self.policy(
             approver,
             #[cfg(feature = "otel")]
@@ -152,6 +155,10 @@ impl McpServer {
         );
         let work = async move {
             let (result, ()) = tokio::join!(run.instrument(span), forwarder.run(received));
+            // A nested call came to a question (2026-07-28): ask it.
+            if let Some(input_required) = round.and_then(|round| round.pending()) {
+                return Ok(input_required.into());
+            }
             Ok(mapping::call_result(result, has_output_schema).into())
         };
         match self.tasks.as_ref().zip(task_client(&context)) {
@@ -203,12 +210,17 @@ impl McpServer {
 /// How to ask about `call` (when its rule is `ask`) and the nested calls its
 /// tool makes, when its client can be asked (only over a session: a call
 /// answered directly over HTTP cannot).
-fn approval_for(request: &CallToolRequestParams, context: &CallContext, call: &Call) -> Approval {
+fn approval_for(
+    request: &CallToolRequestParams,
+    context: &CallContext,
+    call: &Call,
+    stop: &CancelToken,
+) -> Approval {
     let Some(session) = &context.session else {
-        return Ok(None);
+        return Ok((None, None));
     };
     let asks = call.permission() == Permission::Ask;
-    approval::approver(request, session, call.id(), call.parsed(), asks)
+    approval::approver(request, session, call.id(), call.parsed(), asks, stop)
 }
 
 /// Runs `call` with `options`, cancelling it when its request is cancelled
