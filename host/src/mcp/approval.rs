@@ -29,6 +29,10 @@ const QUESTION: &str = "toolcage_approval";
 /// The one field the user answers.
 const ANSWER: &str = "approve";
 
+/// Who approves a call's `ask`s (none: nobody can), and its 2026-07-28
+/// round of questions, if any.
+pub type Asking = (Option<Box<dyn Approver>>, Option<Arc<Round>>);
+
 /// How to ask about `request`'s call (`call_id`, its rule `ask` when
 /// `asks`) and about the nested calls its tool makes: an approver for the
 /// call path (`None` when the client cannot be asked, which the path turns
@@ -48,7 +52,7 @@ pub fn approver(
     arguments: Option<&Value>,
     asks: bool,
     stop: &CancelToken,
-) -> Result<(Option<Box<dyn Approver>>, Option<Arc<Round>>), Box<InputRequiredResult>> {
+) -> Result<Asking, Box<InputRequiredResult>> {
     let can_elicit = context
         .client_capabilities()
         .is_some_and(|capabilities| capabilities.elicitation.is_some());

@@ -34,10 +34,7 @@ use crate::{Arguments, CallOptions, CallResult, CancelToken, GuestEvent, Registr
 /// How to ask the user about a call: an approver, `None` when the client
 /// cannot be asked (or the rule does not ask), or the input-required result
 /// that asks (2026-07-28).
-type Approval = Result<
-    (Option<Box<dyn Approver>>, Option<Arc<approval::Round>>),
-    Box<rmcp::model::InputRequiredResult>,
->;
+type Approval = Result<approval::Asking, Box<rmcp::model::InputRequiredResult>>;
 
 impl McpServer {
     /// Runs a `tools/call`, reporting it to the telemetry (if any).
