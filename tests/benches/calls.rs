@@ -56,6 +56,29 @@ mod bare {
         fn progress(&mut self, _: String, _: Option<f32>) {}
     }
 
+    /// No calls to other tools (the tool measured makes none).
+    impl self::toolcage::tool::tools::Host for State {
+        fn call(&mut self, name: String, _: String) -> self::toolcage::tool::tools::CallResult {
+            self::toolcage::tool::tools::CallResult {
+                call_id: String::new(),
+                is_error: true,
+                error_kind: Some("permission_denied".into()),
+                output: format!("`{name}` may not be called here"),
+                details: None,
+            }
+        }
+
+        fn call_all(
+            &mut self,
+            requests: Vec<self::toolcage::tool::tools::Request>,
+        ) -> Vec<self::toolcage::tool::tools::CallResult> {
+            requests
+                .into_iter()
+                .map(|request| self.call(request.name, request.arguments))
+                .collect()
+        }
+    }
+
     /// No settings, as toolcage's default.
     impl self::wasi::config::store::Host for State {
         fn get(&mut self, _: String) -> Result<Option<String>, self::wasi::config::store::Error> {

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::future::{BoxFuture, join_all};
+use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::{
@@ -229,10 +229,10 @@ pub(super) struct Caller {
 
 impl ToolCalls for Caller {
     fn call(
-        &self,
+        self: Arc<Self>,
         requests: Vec<NestedRequest>,
         deadline: Instant,
-    ) -> BoxFuture<'_, Vec<NestedResponse>> {
+    ) -> BoxFuture<'static, Vec<NestedResponse>> {
         Box::pin(async move {
             let together = requests.len() > 1
                 && requests.iter().all(|request| {
@@ -241,14 +241,13 @@ impl ToolCalls for Caller {
                         .is_some_and(|entry| entry.info.descriptor.hints.read_only)
                 });
             if together {
-                join_all(requests.into_iter().map(|r| self.one(r, deadline))).await
-            } else {
-                let mut responses = Vec::with_capacity(requests.len());
-                for request in requests {
-                    responses.push(self.one(request, deadline).await);
-                }
-                responses
+                return self.together(requests, deadline).await;
             }
+            let mut responses = Vec::with_capacity(requests.len());
+            for request in requests {
+                responses.push(self.one(request, deadline).await);
+            }
+            responses
         })
     }
 }
@@ -263,6 +262,33 @@ impl Drop for CancelOnDrop {
 }
 
 impl Caller {
+    /// Runs `requests` at once, each on a task of its own (so that their
+    /// guests compute on every core), and answers them in order. Dropping
+    /// the future (the caller stopped waiting) stops them all.
+    async fn together(
+        self: Arc<Self>,
+        requests: Vec<NestedRequest>,
+        deadline: Instant,
+    ) -> Vec<NestedResponse> {
+        let mut tasks = tokio::task::JoinSet::new();
+        let names: Vec<String> = requests.iter().map(|r| r.name.clone()).collect();
+        for (index, request) in requests.into_iter().enumerate() {
+            let caller = self.clone();
+            tasks.spawn(async move { (index, caller.one(request, deadline).await) });
+        }
+        let mut responses: Vec<Option<NestedResponse>> = vec![None; names.len()];
+        while let Some(joined) = tasks.join_next().await {
+            if let Ok((index, response)) = joined {
+                responses[index] = Some(response);
+            }
+        }
+        responses
+            .into_iter()
+            .zip(names)
+            .map(|(response, name)| response.unwrap_or_else(|| failed(&name)))
+            .collect()
+    }
+
     /// Runs one nested call through the path, and answers it.
     async fn one(&self, request: NestedRequest, deadline: Instant) -> NestedResponse {
         let tree = &self.tree;
@@ -418,5 +444,17 @@ impl Caller {
             human_bytes(size as usize),
             human_bytes(self.tree.budget.bytes as usize)
         );
+    }
+}
+
+/// The answer to a call of `tool` whose task failed: a bug in the host,
+/// still only this call's failure.
+fn failed(tool: &str) -> NestedResponse {
+    NestedResponse {
+        call_id: String::new(),
+        is_error: true,
+        error_kind: Some(ErrorKind::Trap.as_str()),
+        output: format!("The call to `{tool}` failed in the host before it answered."),
+        details: None,
     }
 }

@@ -45,10 +45,10 @@ pub(crate) trait ToolCalls: Send + Sync {
     /// order), none past `deadline` (the caller's), and answers each, in
     /// order.
     fn call(
-        &self,
+        self: Arc<Self>,
         requests: Vec<NestedRequest>,
         deadline: Instant,
-    ) -> BoxFuture<'_, Vec<NestedResponse>>;
+    ) -> BoxFuture<'static, Vec<NestedResponse>>;
 }
 
 /// A call's `toolcage:tool/tools`: what runs its nested calls, if anything.
@@ -74,7 +74,7 @@ impl ToolsCtx {
             return requests.iter().map(|r| not_here(&r.name)).collect();
         };
         let _parked = self.slots.park();
-        calls.call(requests, self.deadline).await
+        calls.clone().call(requests, self.deadline).await
     }
 }
 
