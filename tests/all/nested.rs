@@ -57,7 +57,9 @@ async fn a_nested_call_is_a_call_listed_on_its_caller() {
     assert_eq!(results[0]["details"], json!({ "length": 3 }));
     assert_eq!(results[1]["output"], "two");
     assert_eq!(result.nested.len(), 2, "{:?}", result.nested);
-    for (listed, returned) in result.nested.iter().zip(&results) {
+    for (n, (listed, returned)) in result.nested.iter().zip(&results).enumerate() {
+        // Ids unique in the tree, whatever id the root was given.
+        assert_eq!(listed.call_id, format!("{}.{}", result.call_id, n + 1));
         assert_eq!(listed.tool, "echo");
         assert_eq!(listed.call_id, returned["call_id"].as_str().unwrap());
         assert_eq!(listed.parent_call_id, result.call_id);

@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use super::{
     Arguments, Call, CallOptions, CallPolicy, CallReport, CallResult, CallSpan, Metrics, Request,
-    Tracer, next_call_id,
+    Tracer,
 };
 use crate::ErrorKind;
 use crate::catalog::pattern::glob_match;
@@ -108,6 +108,10 @@ pub(super) type NestedSink = Arc<dyn Fn(NestedEvent) + Send + Sync>;
 /// A call tree: its budget, what it used, and what it lists.
 pub(crate) struct Tree {
     budget: Budget,
+    /// The root call's id: nested calls are `<root>.<n>`, unique in the
+    /// tree whatever ids the root's caller chose.
+    root: String,
+    next: AtomicU32,
     made: AtomicU32,
     bytes: AtomicU64,
     listed: Mutex<Vec<NestedCall>>,
@@ -126,19 +130,30 @@ struct Budget {
 impl Tree {
     /// The tree a root call under `limits` starts, nesting under `options`'
     /// policy and reporting to its nested-event sink.
-    pub(super) fn new(limits: &Limits, options: &CallOptions) -> Arc<Tree> {
+    pub(super) fn new(root: &str, limits: &Limits, options: &CallOptions) -> Arc<Tree> {
         Arc::new(Tree {
             budget: Budget {
                 calls: limits.nested_calls,
                 depth: limits.nested_depth,
                 bytes: limits.nested_bytes,
             },
+            root: root.to_string(),
+            next: AtomicU32::new(1),
             made: AtomicU32::new(0),
             bytes: AtomicU64::new(0),
             listed: Mutex::new(Vec::new()),
             policy: options.policy.clone(),
             events: options.nested.clone(),
         })
+    }
+
+    /// The next nested call's id.
+    fn next_id(&self) -> String {
+        format!(
+            "{}.{}",
+            self.root,
+            self.next.fetch_add(1, Ordering::Relaxed)
+        )
     }
 
     /// The nested calls listed so far, taken.
@@ -199,7 +214,7 @@ pub(super) fn caller(
     let (tree, depth, root) = match &options.nesting {
         Some(nesting) => (nesting.tree.clone(), nesting.depth, None),
         None => {
-            let tree = Tree::new(&entry.component.sandbox.grants.limits, options);
+            let tree = Tree::new(call_id, &entry.component.sandbox.grants.limits, options);
             (tree.clone(), 0, Some(tree))
         }
     };
@@ -291,12 +306,22 @@ impl Caller {
 
     /// Runs one nested call through the path, and answers it.
     async fn one(&self, request: NestedRequest, deadline: Instant) -> NestedResponse {
-        let tree = &self.tree;
+        let call = self.look_up(request, deadline);
+        let (id, tool) = (call.id().to_string(), call.name().to_string());
+        let cancel = CancelOnDrop(CancelToken::new());
+        let options = self.options(&id, &tool, &cancel.0, deadline);
+        let report = call.run(options).await;
+        self.answer(report)
+    }
+
+    /// The call `request` asks for, refused before the path when the grant,
+    /// the budget or the time says so; announced.
+    fn look_up(&self, request: NestedRequest, deadline: Instant) -> Call<'_> {
         let arguments_len = request.arguments.len() as u64;
         let refusal = self.refusal(&request.name, arguments_len, deadline);
-        let rules = tree.policy.as_ref().map(|policy| policy.permissions());
+        let rules = self.tree.policy.as_ref().map(|policy| policy.permissions());
         let request = Request {
-            id: next_call_id(),
+            id: self.tree.next_id(),
             name: request.name,
             arguments: Arguments::Json(request.arguments),
         };
@@ -304,21 +329,25 @@ impl Caller {
         if let Some((kind, output)) = refusal {
             call.refuse_first(kind, output);
         }
-        let (id, tool) = (call.id().to_string(), call.name().to_string());
-        tree.emit(|| NestedEvent::Call {
-            call_id: id.clone(),
+        self.tree.emit(|| NestedEvent::Call {
+            call_id: call.id().to_string(),
             parent_call_id: self.call_id.clone(),
-            tool: tool.clone(),
+            tool: call.name().to_string(),
             arguments: call.arguments(),
         });
-        let cancel = CancelOnDrop(CancelToken::new());
-        let options = self.options(&id, &tool, &cancel.0, deadline);
+        call
+    }
+
+    /// What the caller reads of `report`, once its bytes are counted; the
+    /// call listed and its end announced.
+    fn answer(&self, report: CallReport) -> NestedResponse {
         let CallReport {
             mut result,
             metrics,
-        } = call.run(options).await;
-        self.spend_result(&mut result);
-        tree.list(NestedCall {
+        } = report;
+        let details = result.details.as_ref().map(Value::to_string);
+        let details = self.spend_result(&mut result, details);
+        self.tree.list(NestedCall {
             tool: result.tool.clone(),
             call_id: result.call_id.clone(),
             parent_call_id: self.call_id.clone(),
@@ -333,9 +362,9 @@ impl Caller {
             is_error: result.is_error,
             error_kind: result.error_kind.map(ErrorKind::as_str),
             output: result.output.clone(),
-            details: result.details.as_ref().map(Value::to_string),
+            details,
         };
-        tree.emit(|| NestedEvent::Result {
+        self.tree.emit(|| NestedEvent::Result {
             parent_call_id: self.call_id.clone(),
             result: Box::new(result),
             metrics,
@@ -382,58 +411,64 @@ impl Caller {
         arguments_len: u64,
         deadline: Instant,
     ) -> Option<(ErrorKind, String)> {
-        let tree = &self.tree;
-        let budget = tree.budget;
+        if let Some(refused) = self.ungranted(tool) {
+            return Some((ErrorKind::PermissionDenied, refused));
+        }
+        if let Some(breached) = self.over_budget(tool, arguments_len) {
+            return Some((ErrorKind::NestedLimit, breached));
+        }
+        (deadline <= Instant::now()).then(|| {
+            let output = format!("`{tool}` was not called: its caller had no time left.");
+            (ErrorKind::Timeout, output)
+        })
+    }
+
+    /// Why the caller's component may not call `tool`, unless it may.
+    fn ungranted(&self, tool: &str) -> Option<String> {
         let component = &self.entry.info.component;
         let calls = &self.entry.component.calls;
-        if !calls.iter().any(|pattern| glob_match(pattern, tool)) {
-            let granted = match calls.is_empty() {
-                true => "its operator granted it no calls to other tools".to_string(),
-                false => format!("its operator granted it calls to {} only", calls.join(", ")),
-            };
-            return Some((
-                ErrorKind::PermissionDenied,
-                format!(
-                    "`{tool}` was not called: the component `{component}` may not call it, as {granted} (the `calls` grant of `[components.{component}]`). Do not retry it: work without `{tool}`, or tell the user the tool needs that grant."
-                ),
-            ));
+        if calls.iter().any(|pattern| glob_match(pattern, tool)) {
+            return None;
         }
-        let limit = |what: String| Some((ErrorKind::NestedLimit, what));
+        let granted = match calls.is_empty() {
+            true => "its operator granted it no calls to other tools".to_string(),
+            false => format!("its operator granted it calls to {} only", calls.join(", ")),
+        };
+        Some(format!(
+            "`{tool}` was not called: the component `{component}` may not call it, as {granted} (the `calls` grant of `[components.{component}]`). Do not retry it: work without `{tool}`, or tell the user the tool needs that grant."
+        ))
+    }
+
+    /// Which of the tree's budgets a call to `tool` with `arguments_len`
+    /// bytes of arguments breaches, if any; counted when none is.
+    fn over_budget(&self, tool: &str, arguments_len: u64) -> Option<String> {
+        let (tree, budget) = (&self.tree, self.tree.budget);
         if self.depth + 1 > budget.depth {
-            return limit(format!(
+            return Some(format!(
                 "`{tool}` was not called: this call tree is already {} calls deep, its limit (`nested_depth` = {}). A tool that calls itself stops here: call tools directly rather than through one another.",
                 self.depth, budget.depth
             ));
         }
         if tree.made.fetch_add(1, Ordering::SeqCst) >= budget.calls {
-            return limit(format!(
+            return Some(format!(
                 "`{tool}` was not called: this call tree made its {} nested calls, its limit (`nested_calls`). Do the rest in fewer calls, or in another call from the model.",
                 budget.calls
             ));
         }
-        if !tree.spend_bytes(arguments_len) {
-            return limit(format!(
-                "`{tool}` was not called: its {} of arguments would take this call tree past the {} its nested calls may pass between them (`nested_bytes`). Pass less: a path or a reference rather than the data.",
-                human_bytes(arguments_len as usize),
-                human_bytes(budget.bytes as usize)
-            ));
-        }
-        if deadline <= Instant::now() {
-            return Some((
-                ErrorKind::Timeout,
-                format!("`{tool}` was not called: its caller had no time left."),
-            ));
-        }
-        None
+        (!tree.spend_bytes(arguments_len)).then(|| format!(
+            "`{tool}` was not called: its {} of arguments would take this call tree past the {} its nested calls may pass between them (`nested_bytes`). Pass less: a path or a reference rather than the data.",
+            human_bytes(arguments_len as usize),
+            human_bytes(budget.bytes as usize)
+        ))
     }
 
-    /// Counts `result`'s output and details against the tree's bytes, and
-    /// withholds them past the budget.
-    fn spend_result(&self, result: &mut CallResult) {
-        let details = result.details.as_ref().map_or(0, |d| d.to_string().len());
-        let size = (result.output.len() + details) as u64;
+    /// Counts `result`'s output and `details` (its details as text)
+    /// against the tree's bytes; past the budget, withholds them. The
+    /// details the caller gets.
+    fn spend_result(&self, result: &mut CallResult, details: Option<String>) -> Option<String> {
+        let size = (result.output.len() + details.as_ref().map_or(0, String::len)) as u64;
         if self.tree.spend_bytes(size) {
-            return;
+            return details;
         }
         result.is_error = true;
         result.error_kind = Some(ErrorKind::NestedLimit);
@@ -444,6 +479,7 @@ impl Caller {
             human_bytes(size as usize),
             human_bytes(self.tree.budget.bytes as usize)
         );
+        None
     }
 }
 
