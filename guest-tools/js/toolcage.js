@@ -54,8 +54,38 @@
 // - Every call runs in a fresh instance with an empty environment and only
 //   the network destinations granted. StarlingMonkey, the JS engine, has no
 //   file API.
+//
+// A tool may call other tools, the ones its operator granted it
+// (`[components.NAME] calls = ["fetch", "grep*"]` in toolcage.toml), in an
+// `async run(args)`:
+//
+//     import { tools } from "./toolcage.js";
+//
+//     const page = (await tools.call("fetch", { url })).throwIfError();
+//     const [a, b] = await tools.callAll([["grep", { pattern: "a" }], ["grep", { pattern: "b" }]]);
+//
+// - `tools.call(name, args)` calls tool `name`; `args` is an object (sent as
+//   JSON), a string of JSON, or undefined for `{}`. It resolves to a
+//   `CallResult`: `output` (the text), `details` (parsed from JSON, or
+//   null), `isError`, `errorKind` (`permission_denied`, `invalid_arguments`,
+//   `tool_error`, `nested_limit`, `timeout`..., or null), `callId` and
+//   `name`.
+// - A call that fails or is refused *resolves* to its result, with
+//   `isError` set and `output` saying why: it never rejects for that, so
+//   check `isError`, or call `result.throwIfError()`, which throws a
+//   `ToolCallError` (a `ToolError`: uncaught, it fails your tool's call with
+//   the callee's message) and otherwise returns the result.
+// - `tools.callAll([[name, args], ...])` (or `[{ name, arguments }, ...]`)
+//   makes several calls and resolves to their results in the same order;
+//   the host runs them together when every tool named is read-only, else
+//   one at a time in that order.
+// - Each call takes the host's one path: the callee is validated, checked
+//   against the operator's rules and runs with its own grants, never yours.
+//   The host answers before the promise settles: calls are not overlapped
+//   by awaiting several `tools.call` promises; use `callAll`.
 
 import * as host from "toolcage:tool/host@0.1.1";
+import * as nested from "toolcage:tool/tools@0.1.1";
 import * as store from "wasi:config/store@0.2.0-rc.1";
 
 /** Fails the call with `message` (for the model) and optional `details`. */
@@ -219,5 +249,92 @@ export const config = {
   /** Every setting of the component, as an object: empty when the operator wrote none. Throws ConfigError. */
   getAll() {
     return Object.fromEntries(readSettings(() => store.getAll()));
+  },
+};
+
+/** What a call of another tool returned, or why it did not run. `details`
+ * is parsed from JSON (null when the tool returned none). */
+export class CallResult {
+  constructor(name, raw) {
+    this.name = name;
+    this.output = raw.output;
+    this.details = parseDetails(raw.details);
+    this.isError = raw.isError;
+    this.errorKind = raw.errorKind ?? null;
+    this.callId = raw.callId;
+  }
+
+  /** Throws a ToolCallError when the call failed or was refused; returns
+   * this result otherwise. */
+  throwIfError() {
+    if (this.isError) throw new ToolCallError(this);
+    return this;
+  }
+}
+
+/** A call of another tool failed or was refused (`result.throwIfError()`).
+ * A ToolError: uncaught, it fails the calling tool's call with a message
+ * naming the callee, its error kind and its output. `result` is the
+ * CallResult, `kind` its `errorKind`. */
+export class ToolCallError extends ToolError {
+  constructor(result) {
+    super(`calling ${result.name} failed (${result.errorKind ?? "error"}): ${result.output}`, {
+      tool: result.name,
+      call_id: result.callId,
+      error_kind: result.errorKind,
+      details: result.details,
+    });
+    this.name = "ToolCallError";
+    this.result = result;
+    this.kind = result.errorKind;
+  }
+}
+
+function parseDetails(details) {
+  if (details === undefined || details === null) return null;
+  try {
+    return JSON.parse(details);
+  } catch {
+    return details; // not JSON after all: kept as the text
+  }
+}
+
+function encodeArguments(args) {
+  if (args === undefined || args === null) return "{}";
+  if (typeof args === "string") return args;
+  if (typeof args === "object" && !Array.isArray(args)) return json(args);
+  throw new TypeError(`the arguments of a tool call are an object, a string of JSON or undefined, not ${typeof args}`);
+}
+
+function request(entry) {
+  const [name, args] = Array.isArray(entry) ? entry : [entry?.name, entry?.arguments];
+  if (typeof name !== "string") throw new TypeError("each call of callAll is [name, args] or { name, arguments }");
+  return { name, arguments: encodeArguments(args) };
+}
+
+/**
+ * Calls other tools, within the operator's `calls` grant to this component.
+ * The WIT import is synchronous: each method calls it and returns a promise
+ * of the result, so a tool writes `await tools.call(...)`. A failed or
+ * refused call resolves to a result with `isError` set; the promise rejects
+ * only for arguments that cannot be sent (a TypeError).
+ */
+export const tools = {
+  /** Calls tool `name` with `args` (an object, a string of JSON, or
+   * undefined for `{}`): a Promise of its CallResult. */
+  call(name, args) {
+    return new Promise((resolve) => {
+      const text = encodeArguments(args);
+      resolve(new CallResult(name, nested.call(name, text)));
+    });
+  },
+  /** Calls every `[name, args]` (or `{ name, arguments }`) of `requests`: a
+   * Promise of their CallResults, in the same order. */
+  callAll(requests) {
+    return new Promise((resolve) => {
+      const sent = Array.from(requests, request);
+      const raw = nested.callAll(sent);
+      resolve(raw.map((one, i) => new CallResult(sent[i].name, one)));
+    });
   },
 };

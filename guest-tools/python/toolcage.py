@@ -59,6 +59,34 @@ directories visible (`open()` works under them) and an empty environment.
 make HTTP requests through `wasi:http` (build against the `toolset-http`
 world); the host sends them only where the operator granted, and a refusal
 raises `HttpError` saying so.
+
+A tool may call other tools, the ones its operator granted it
+(`[components.NAME] calls = ["fetch", "grep*"]` in toolcage.toml)::
+
+    from toolcage import tools
+
+    page = tools.call("fetch", {"url": url}).raise_for_error()
+    first, second = tools.call_all([("grep", {"pattern": "a"}),
+                                    ("grep", {"pattern": "b"})])
+
+- `tools.call(name, arguments)` calls tool `name`; `arguments` is a dict
+  (sent as JSON), a str of JSON, or None for `{}`. It returns a
+  `CallResult`: `output` (the text), `details` (parsed from JSON, or None),
+  `is_error`, `error_kind` (`permission_denied`, `invalid_arguments`,
+  `tool_error`, `nested_limit`, `timeout`..., or None), `call_id` and
+  `name`.
+- A call that fails or is refused *returns* its result, with `is_error`
+  set and `output` saying why: it never raises, so check `is_error`, or
+  call `result.raise_for_error()`, which raises `ToolCallError` (a
+  `ToolError`: uncaught, it fails your tool's call with the callee's
+  message) and otherwise returns the result.
+- `tools.call_all([(name, arguments), ...])` makes several calls and
+  returns their results in the same order; the host runs them together
+  when every tool named is read-only, else one at a time in that order.
+- Each call takes the host's one path: the callee is validated, checked
+  against the operator's rules and runs with its own grants, never yours.
+  Outside a component (a native test) there is no host: `tools.call`
+  raises `RuntimeError`, so replace `tools.call` in such a test.
 """
 
 from __future__ import annotations
@@ -72,7 +100,7 @@ from typing import Any, Callable, Optional
 
 __all__ = [
     "Tool", "ToolError", "Result", "tool", "log", "progress", "config", "ConfigError", "http",
-    "HttpError",
+    "HttpError", "tools", "CallResult", "ToolCallError",
 ]
 
 
@@ -446,6 +474,117 @@ class http:
     def _error(code: Any) -> HttpError:
         name = _code_name(code)
         return HttpError(f"the request failed: {_DENIED.get(name, name)}", name)
+
+
+# Imported here, once, for componentize-py to keep, as the bindings above.
+# Natively, in a test of the tool's logic, there are none.
+try:
+    from wit_world.imports import tools as _tools
+except ImportError:
+    _tools = None
+
+
+@dataclass
+class CallResult:
+    """What a call of another tool returned, or why it did not run.
+    `details` is parsed from JSON (None when the tool returned none)."""
+
+    name: str
+    output: str
+    details: Any
+    is_error: bool
+    error_kind: Optional[str]
+    call_id: str
+
+    def raise_for_error(self) -> "CallResult":
+        """Raises `ToolCallError` when the call failed or was refused;
+        returns this result otherwise."""
+        if self.is_error:
+            raise ToolCallError(self)
+        return self
+
+
+class ToolCallError(ToolError):
+    """A call of another tool failed or was refused (`result.raise_for_error()`).
+    A `ToolError`: uncaught, it fails the calling tool's call with a message
+    naming the callee, its error kind and its output. `result` is the
+    `CallResult`; `kind` its `error_kind`."""
+
+    def __init__(self, result: CallResult):
+        kind = result.error_kind or "error"
+        super().__init__(
+            f"calling {result.name} failed ({kind}): {result.output}",
+            details={
+                "tool": result.name,
+                "call_id": result.call_id,
+                "error_kind": result.error_kind,
+                "details": result.details,
+            },
+        )
+        self.result = result
+        self.kind = result.error_kind
+
+
+def _arguments(arguments: Any) -> str:
+    if arguments is None:
+        return "{}"
+    if isinstance(arguments, str):
+        return arguments
+    if isinstance(arguments, dict):
+        return _json(arguments)
+    raise TypeError(
+        "the arguments of a tool call are a dict, a str of JSON or None, "
+        f"not {type(arguments).__name__}"
+    )
+
+
+def _result(name: str, raw: Any) -> CallResult:
+    details = raw.details
+    if details is not None:
+        try:
+            details = json.loads(details)
+        except ValueError:
+            pass  # not JSON after all: kept as the text
+    return CallResult(
+        name=name,
+        output=raw.output,
+        details=details,
+        is_error=raw.is_error,
+        error_kind=raw.error_kind,
+        call_id=raw.call_id,
+    )
+
+
+class tools:
+    """Calls other tools, within the operator's `calls` grant to this
+    component (see the module docs). A failure is a result, never an
+    exception: check `is_error` or call `raise_for_error()`."""
+
+    @staticmethod
+    def call(name: str, arguments: Any = None) -> CallResult:
+        """Calls tool `name` with `arguments` (a dict, a str of JSON, or
+        None for `{}`) and waits for its `CallResult`."""
+        text = _arguments(arguments)
+        if _tools is None:
+            raise RuntimeError(
+                f"no host to call {name!r}: tools.call works in a component "
+                "(replace toolcage.tools.call in a native test)"
+            )
+        return _result(name, _tools.call(name, text))
+
+    @staticmethod
+    def call_all(requests: Any) -> list[CallResult]:
+        """Calls every `(name, arguments)` of `requests` and returns their
+        `CallResult`s in the same order: together when every tool named is
+        read-only, otherwise one at a time in that order."""
+        pairs = [(name, _arguments(arguments)) for name, arguments in requests]
+        if _tools is None:
+            raise RuntimeError(
+                "no host to call tools: tools.call_all works in a component "
+                "(replace toolcage.tools.call_all in a native test)"
+            )
+        raw = _tools.call_all([_tools.Request(name=n, arguments=a) for n, a in pairs])
+        return [_result(name, one) for (name, _), one in zip(pairs, raw)]
 
 
 class Tool:

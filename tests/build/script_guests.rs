@@ -1,6 +1,7 @@
 // Builds the Python and JavaScript guests from source: the example tools of
 // `guest-tools/python/examples` and `guest-tools/js/examples`, and the
-// `python/fixtures/py_probe` and `js/fixtures/js_probe` test fixtures, with pinned toolchains installed the
+// `python/fixtures/py_probe`, `py_compose`, `js/fixtures/js_probe` and
+// `js_compose` test fixtures, with pinned toolchains installed the
 // way each ecosystem does (componentize-py into a virtual environment,
 // componentize-js with npm into a local `node_modules`), both under
 // `target/guest-tools`. A missing interpreter fails the build with the
@@ -63,6 +64,20 @@ pub fn script_guests(guest_root: &Path, out: &Path) -> Vec<ScriptGuest> {
             "js/fixtures/js_probe",
             "script-fixtures",
             "js_probe",
+        ),
+        guest(
+            "FIXTURE_PY_COMPOSE",
+            Lang::Python,
+            "python/fixtures/py_compose",
+            "script-fixtures",
+            "py_compose",
+        ),
+        guest(
+            "FIXTURE_JS_COMPOSE",
+            Lang::Js,
+            "js/fixtures/js_compose",
+            "script-fixtures",
+            "js_compose",
         ),
     ]
 }

@@ -6,7 +6,12 @@ or `[network] allow` in toolcage.toml).
 Settings, the strings an operator writes for this component under
 `[components.{file}.config]` in toolcage.toml, are read with `config.get`:
 here `default_top`, the `top` of a call that gives none
-(`default_top = "5"`)."""
+(`default_top = "5"`).
+
+To call another tool, use `toolcage.tools` (see the commented example at
+the end). The operator grants which tools this component may call
+(`calls = ["calc"]` under `[components.{file}]` in toolcage.toml, or
+`--calls calc`); without a grant each call comes back refused."""
 
 from typing import Optional
 
@@ -43,3 +48,17 @@ def default_top(setting: Optional[str]) -> int:
             "least 1: pass `top`, or ask the operator to fix it"
         )
     return top
+
+
+# Calling another tool, once the operator granted it: a failed or refused
+# call returns its result with `is_error` set; `raise_for_error()` turns it
+# into a `ToolCallError`, which fails this tool's call with the callee's
+# message.
+#
+#     from toolcage import tools
+#
+#     total = tools.call("calc", {"expression": "2 ^ 10"}).raise_for_error()
+#     total.details  # {"expression": "2 ^ 10", "result": 1024.0}
+#     # Several at once: results in the order asked.
+#     a, b = tools.call_all([("calc", {"expression": "1 + 1"}),
+#                            ("calc", {"expression": "2 + 2"})])

@@ -12,6 +12,11 @@
 //! `[components.{file}.config]` in toolcage.toml, are read with
 //! `toolcage_guest::config`: here `default_top`, the `top` of a call that
 //! gives none (`default_top = "5"`).
+//!
+//! To call another tool, use `toolcage_guest::tools` (see the commented
+//! example in `call`). The operator grants which tools this component may
+//! call (`calls = ["calc"]` under `[components.{file}]` in toolcage.toml,
+//! or `--calls calc`); without a grant each call comes back refused.
 
 use toolcage_guest::{Descriptor, Outcome, Tool, Value, config, json, parse_args};
 
@@ -50,6 +55,19 @@ impl Tool for WordCount {
             // no host to ask, so it tests `default_top` with a value.
             None => default_top(config::get("default_top")?.as_deref()).map_err(Outcome::text)?,
         };
+        // Calling another tool, once the operator granted it: a failed or
+        // refused call is a result with `is_error` set, never a panic.
+        //
+        //     let sum = toolcage_guest::tools::call("calc", &json!({ "expression": "2 ^ 10" }));
+        //     if sum.is_error {
+        //         return Err(Outcome::text(format!("calc failed: {}", sum.output)));
+        //     }
+        //     let value = sum.details; // Some(json!({ "expression": ..., "result": 1024.0 }))
+        //     // Several at once: results in the order asked.
+        //     let both = toolcage_guest::tools::call_all(&[
+        //         ("calc", json!({ "expression": "1 + 1" })),
+        //         ("calc", json!({ "expression": "2 + 2" })),
+        //     ]);
         let (words, ranked) = count(&text, top);
         let details = json!({ "words": words, "top": ranked });
         Ok(Outcome::text(details.to_string()).with_details(details))
