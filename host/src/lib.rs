@@ -67,7 +67,7 @@ pub mod telemetry;
 
 pub use call::{
     Arguments, CallOptions, CallPolicy, CallReport, CallResult, MAX_ARGUMENT_BYTES,
-    MAX_LISTED_NESTED, Metrics, NestedCall, NestedEvent,
+    MAX_LISTED_NESTED, Metrics, NestedCall, NestedEvent, NestedUsage,
 };
 pub use catalog::component::{Descriptor, Hints, Source};
 pub use catalog::live::{ChangeKind, LiveRegistry, ReloadReport, ToolChange};

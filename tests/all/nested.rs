@@ -188,44 +188,33 @@ async fn a_composer_reaches_files_and_the_network_only_through_its_callees() {
     let builder = builder()
         .limits(quick_limits())
         .component_calls(COMPOSER, "read_file")
-        .component_calls(COMPOSER, "netprobe")
+        .component_calls(COMPOSER, "fetch")
         .component_mount("toolcage_fs", Mount::read_only(dir.path(), "/workspace"))
-        .component_allow_net("fixture_netprobe", Grant::parse(&origin).unwrap());
+        .component_allow_net("toolcage_fetch", Grant::parse(&origin).unwrap());
     let registry = registry(
         builder,
         &[
             guests::FIXTURE_COMPOSER,
             guests::TOOLCAGE_FS,
-            guests::FIXTURE_NETPROBE,
+            guests::TOOLCAGE_FETCH,
         ],
     )
     .await;
-    let probe = json!({ "requests": [
-        { "scheme": "http", "authority": server.authority(), "path": "/hello" }
-    ] });
     let arguments = json!({
         "calls": [
             { "tool": "read_file", "arguments": { "path": "/workspace/notes.txt" } },
-            { "tool": "netprobe", "arguments": probe },
+            { "tool": "fetch", "arguments": { "url": format!("{origin}/hello") } },
         ],
         "read": "/workspace/notes.txt",
         "connect": server.authority(),
     });
     let result = registry.call("compose", arguments).await;
     let results = seen(&result);
-    assert!(
-        results[0]["output"]
-            .as_str()
-            .unwrap()
-            .contains("granted to fs only"),
-        "{}",
-        results[0]
-    );
+    let read = results[0]["output"].as_str().unwrap();
+    assert!(read.contains("granted to fs only"), "{}", results[0]);
     assert_eq!(results[1]["is_error"], false, "{}", results[1]);
-    let body = results[1]["details"][0]["body"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(body.starts_with("hello from"), "{}", results[1]);
+    let fetched = results[1]["output"].as_str().unwrap();
+    assert!(fetched.contains("hello from"), "{}", results[1]);
     assert_eq!(server.seen().len(), 1, "only the callee's request arrived");
     // The composer's own file and socket access is still refused.
     let details = result.details.unwrap();
@@ -284,6 +273,7 @@ async fn a_tool_calling_itself_stops_at_the_depth_cap() {
     let why = details["stopped"]["output"].as_str().unwrap();
     assert!(why.contains("`nested_depth` = 4"), "{why}");
     assert_eq!(result.nested.len(), 5, "4 calls ran, the fifth was refused");
+    assert_eq!(result.nested_usage.unwrap().depth, 5);
     assert_eq!(
         result.nested.iter().map(|n| n.depth).max(),
         Some(5),
@@ -327,6 +317,10 @@ async fn a_tree_makes_at_most_its_nested_calls() {
     );
     let why = seen(&result)[3]["output"].as_str().unwrap().to_string();
     assert!(why.contains("made its 3 nested calls"), "{why}");
+    let usage = result
+        .nested_usage
+        .expect("the root reports its tree's usage");
+    assert_eq!((usage.calls, usage.depth), (3, 1));
 }
 
 #[tokio::test]
@@ -342,6 +336,8 @@ async fn a_tree_passes_at_most_its_bytes() {
         .call("compose", compose(&[echo(&kib)], false))
         .await;
     assert_eq!(seen(&result)[0]["output"], kib.as_str());
+    let used = result.nested_usage.unwrap().bytes;
+    assert!(used > 2 << 10 && used <= 4 << 10, "{used}");
     // Arguments past it are not sent.
     let big = "b".repeat(5 << 10);
     let result = registry
@@ -595,6 +591,7 @@ fn the_cli_grants_calls_and_lists_them_in_json() {
     assert_eq!(result["nested"][0]["tool"], "echo");
     assert_eq!(result["nested"][0]["parent_call_id"], result["call_id"]);
     assert_eq!(result["nested"][0]["depth"], 1);
+    assert_eq!(result["nested_usage"]["calls"], 1);
     // Not granted: refused, and still listed.
     let result = run(&[]);
     assert_eq!(

@@ -362,3 +362,42 @@ async fn javascript_tools_through_the_host() {
     assert_fetches_only_when_granted(&probe, guests::FIXTURE_JS_PROBE, "js_fetch", "fetch failed")
         .await;
 }
+
+/// A Python and a JavaScript tool calling a tool through their SDK's
+/// `tools.call`: refused without a grant (a result, not an exception),
+/// answered with one, exactly as the Rust SDK's.
+#[tokio::test]
+async fn python_and_javascript_tools_call_tools_within_their_grant() {
+    for (fixture, tool, component) in [
+        (guests::FIXTURE_PY_COMPOSE, "py_compose", "py_compose"),
+        (guests::FIXTURE_JS_COMPOSE, "js_compose", "js_compose"),
+    ] {
+        let builder = builder()
+            .limits(limits())
+            .component_calls(component, "echo");
+        let registry = registry(builder, &[fixture, guests::FIXTURE_ECHO]).await;
+        let call = |callee: &str| json!({ "tool": callee, "arguments": { "text": "hi" } });
+        let result = registry.call(tool, call("echo")).await;
+        assert!(!result.is_error, "{tool}: {}", result.output);
+        assert_eq!(result.output, "hi", "{tool}");
+        assert_eq!(
+            details(&result)["details"],
+            json!({ "length": 2 }),
+            "{tool}"
+        );
+        assert_eq!(result.nested.len(), 1, "{tool}");
+        assert_eq!(
+            details(&result)["call_id"],
+            result.nested[0].call_id.as_str()
+        );
+        // Not granted: the refusal comes back as a result the tool reads.
+        let result = registry.call(tool, call("counter")).await;
+        assert!(!result.is_error, "{tool}: {}", result.output);
+        assert_eq!(
+            details(&result)["error_kind"],
+            "permission_denied",
+            "{tool}"
+        );
+        assert_eq!(details(&result)["is_error"], true, "{tool}");
+    }
+}

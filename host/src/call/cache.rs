@@ -262,6 +262,7 @@ mod tests {
             net: crate::NetUsage::default(),
             logs: crate::Logs::default(),
             nested: Vec::new(),
+            nested_usage: None,
         }
     }
 

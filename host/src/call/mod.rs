@@ -48,7 +48,7 @@ mod policy;
 mod trace;
 
 pub use cache::ResultCache;
-pub use nested::{MAX_LISTED_NESTED, NestedCall, NestedEvent};
+pub use nested::{MAX_LISTED_NESTED, NestedCall, NestedEvent, NestedUsage};
 pub use options::CallOptions;
 pub use permissions::{Approval, ApprovalRequest, Approver, Permission, Permissions};
 pub use policy::CallPolicy;
@@ -135,6 +135,11 @@ pub struct CallResult {
     /// the root call of a tree only; empty for a nested call.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nested: Vec<NestedCall>,
+    /// What its call tree used of its budget, for the root call of a tool
+    /// that may call tools (its component imports `toolcage:tool/tools`);
+    /// `None` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nested_usage: Option<NestedUsage>,
 }
 
 fn millis<S: serde::Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -157,6 +162,7 @@ impl CallResult {
             net: NetUsage::default(),
             logs: Logs::default(),
             nested: Vec::new(),
+            nested_usage: None,
         }
     }
 }
@@ -521,7 +527,9 @@ impl Call<'_> {
             .map(|(caller, _)| caller.clone() as Arc<dyn ToolCalls>);
         let mut result = outcome::run(entry, arguments, self.id.clone(), options, tools).await;
         if let Some((_, Some(tree))) = caller {
-            result.nested = tree.take_listed();
+            let (listed, usage) = tree.take_listed();
+            result.nested = listed;
+            result.nested_usage = Some(usage);
         }
         if let (Some(cache), Some(key)) = (cache, key)
             && !result.is_error
@@ -567,6 +575,7 @@ impl Call<'_> {
         result.slot_wait = Duration::ZERO;
         result.net = NetUsage::default();
         result.nested = Vec::new();
+        result.nested_usage = None;
         result
     }
 }

@@ -63,6 +63,21 @@ pub struct NestedCall {
     pub fuel_used: u64,
 }
 
+/// What a call tree used of its budget (`nested_calls`, `nested_depth`,
+/// `nested_kib` of its root's limits), as its root's result reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct NestedUsage {
+    /// Nested calls counted against `nested_calls` (refusals for a missing
+    /// grant are not).
+    pub calls: u32,
+    /// The deepest nested call that ran or was refused: 1 for a call the
+    /// root made.
+    pub depth: u32,
+    /// Bytes of arguments and results that crossed between callers and
+    /// callees.
+    pub bytes: u64,
+}
+
 /// What happens in a call tree below its root, for an embedder following
 /// it (see [`CallOptions::on_nested`]). Every nested call sends one
 /// [`Call`](Self::Call) first and one [`Result`](Self::Result) last, with
@@ -156,9 +171,15 @@ impl Tree {
         )
     }
 
-    /// The nested calls listed so far, taken.
-    pub(super) fn take_listed(&self) -> Vec<NestedCall> {
-        std::mem::take(&mut *self.listed.lock().unwrap_or_else(|e| e.into_inner()))
+    /// The nested calls listed so far, taken, and what the tree used.
+    pub(super) fn take_listed(&self) -> (Vec<NestedCall>, NestedUsage) {
+        let listed = std::mem::take(&mut *self.listed.lock().unwrap_or_else(|e| e.into_inner()));
+        let usage = NestedUsage {
+            calls: self.made.load(Ordering::SeqCst).min(self.budget.calls),
+            depth: listed.iter().map(|call| call.depth).max().unwrap_or(0),
+            bytes: self.bytes.load(Ordering::SeqCst),
+        };
+        (listed, usage)
     }
 
     fn list(&self, call: NestedCall) {

@@ -15,7 +15,8 @@ use crate::{CallResult, LogLevel, ToolInfo};
 /// "bytes_out", "bytes_in", "redactions"}` and `"limit"` when a network
 /// budget was breached, and `"nested"` when the tool called tools: a list
 /// of `{"tool", "call_id", "parent_call_id", "depth", "is_error",
-/// "error_kind", "duration_ms", "fuel_used"}`.
+/// "error_kind", "duration_ms", "fuel_used"}`, and `"nested_usage"` when it
+/// may: `{"calls", "depth", "bytes"}` of its tree's budget.
 pub const CALL_META_KEY: &str = "dev.toolcage/call";
 
 /// The `_meta` key by which a tool raises Claude Code's cap on the size of
@@ -91,6 +92,9 @@ pub fn call_result(result: CallResult, has_output_schema: bool) -> CallToolResul
     });
     if !result.nested.is_empty() {
         figures["nested"] = json!(result.nested);
+    }
+    if let Some(usage) = &result.nested_usage {
+        figures["nested_usage"] = json!(usage);
     }
     meta.insert(CALL_META_KEY.to_string(), figures);
     mapped.meta = Some(meta);
@@ -198,6 +202,7 @@ mod tests {
             net: crate::NetUsage::default(),
             logs: Logs::default(),
             nested: Vec::new(),
+            nested_usage: None,
         }
     }
 

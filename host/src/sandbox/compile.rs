@@ -212,6 +212,7 @@ mod tests {
     fn unknown_interfaces_are_refused_by_name() {
         assert!(check_imports(&importing("wasi:cli/environment@0.2.6")).is_ok());
         assert!(check_imports(&importing("toolcage:tool/host@0.1.0")).is_ok());
+        assert!(check_imports(&importing("toolcage:tool/tools@0.1.1")).is_ok());
         assert!(check_imports(&importing("wasi:http/outgoing-handler@0.2.6")).is_ok());
         let error = check_imports(&importing("wasi:http/incoming-handler@0.2.6")).unwrap_err();
         assert!(
