@@ -230,7 +230,7 @@ async fn every_guest_is_covered() {
         let loads = match *name {
             "FIXTURE_ECHO" | "FIXTURE_ECHO_TWIN" | "FIXTURE_MISBEHAVE" | "FIXTURE_HIJACK" => true,
             "FIXTURE_LEFTOVERS" | "FIXTURE_LEFTOVERS_WAT" | "FIXTURE_FSPROBE" => true,
-            "FIXTURE_NETPROBE" => true,
+            "FIXTURE_NETPROBE" | "FIXTURE_COMPOSER" => true,
             "FIXTURE_SCHEMA_ZOO" | "FIXTURE_SETTINGS" => true,
             "TOOLCAGE_FS" | "TOOLCAGE_CALC" | "TOOLCAGE_FETCH" => true,
             "FIXTURE_BAD_NAME" | "FIXTURE_BAD_SCHEMA" | "FIXTURE_DESCRIBE_LOOP" => false,

@@ -21,8 +21,10 @@
 //! rules, and runs in a sandbox of its own with the *callee's* grants. A
 //! component may call only the tools its operator granted it (`calls` in
 //! its configuration); every other call comes back refused. One call tree
-//! shares a budget (its root's deadline, a number of nested calls, a depth
-//! and the bytes passed), and a breach is a refusal too: nothing here traps.
+//! shares a budget (a number of nested calls, a depth and the bytes
+//! passed), a call ends when its caller must, and a breach is a refusal
+//! too: nothing here traps, short of requests larger than the call's
+//! transfer limit (its output limit and 64 KiB).
 
 use serde_json::Value;
 

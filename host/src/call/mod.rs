@@ -1,6 +1,6 @@
 //! The one call path. Every call takes it: [`Registry::call`], a
 //! [`Runner`](crate::agent::Runner)'s batches, the CLI, the MCP server, and
-//! (to come) a tool calling a tool. Its stages, each once:
+//! a tool calling a tool (`nested`). Its stages, each once:
 //!
 //! 1. **lookup**: the tool's entry and the permission rule that applies to
 //!    it are resolved once ([`Call::look_up`]) and passed down, never looked
@@ -278,6 +278,8 @@ pub(crate) struct Call<'r> {
     not_found: Option<String>,
     /// A refusal its frontend decided before the permission stage.
     refusal: Option<(ErrorKind, String)>,
+    /// For a nested call, the tool that made it.
+    caller: Option<String>,
 }
 
 impl<'r> Call<'r> {
@@ -311,7 +313,19 @@ impl<'r> Call<'r> {
             permission,
             not_found,
             refusal: None,
+            caller: None,
         }
+    }
+
+    /// Marks the call as made by the tool `caller` (a nested call), for
+    /// whoever approves it.
+    pub(crate) fn called_by(&mut self, caller: &str) {
+        self.caller = Some(caller.to_string());
+    }
+
+    /// The tool that made the call, for a nested call.
+    pub(crate) fn caller(&self) -> Option<&str> {
+        self.caller.as_deref()
     }
 
     /// Refuses the call at its permission stage, before the rules are
@@ -379,6 +393,7 @@ impl<'r> Call<'r> {
             permission: self.permission,
             not_found: self.not_found,
             refusal: self.refusal,
+            caller: self.caller,
         }
     }
 

@@ -15,6 +15,11 @@
 //! - the caller's deadline: a nested call ends by the time its caller must,
 //!   and dies with it (cancelling or stopping the caller drops its calls).
 //!
+//! Every call a tool asks for counts against its tree's `nested_calls`,
+//! refused or not, so a tool cannot flood the host (or its events) with
+//! refused calls. A read-only batch's permission stages run in turn, so a
+//! user asked about its calls is asked one at a time.
+//!
 //! Nothing is granted that a direct call would not get, and every refusal
 //! is a result the caller reads, never a trap of its own.
 
@@ -63,15 +68,16 @@ pub struct NestedCall {
     pub fuel_used: u64,
 }
 
-/// What a call tree used of its budget (`nested_calls`, `nested_depth`,
-/// `nested_kib` of its root's limits), as its root's result reports it.
+/// What a call tree used of its budget ([`Limits::nested_calls`],
+/// [`nested_depth`](Limits::nested_depth) and
+/// [`nested_bytes`](Limits::nested_bytes) of its root's limits), as its
+/// root's result reports it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct NestedUsage {
-    /// Nested calls counted against `nested_calls` (refusals for a missing
-    /// grant are not).
+    /// Nested calls asked for, refused or not, up to `nested_calls`.
     pub calls: u32,
-    /// The deepest nested call that ran or was refused: 1 for a call the
-    /// root made.
+    /// The deepest nested call let through to the call path (its rules,
+    /// validation, sandbox): 1 for a call the root made.
     pub depth: u32,
     /// Bytes of arguments and results that crossed between callers and
     /// callees.
@@ -81,7 +87,10 @@ pub struct NestedUsage {
 /// What happens in a call tree below its root, for an embedder following
 /// it (see [`CallOptions::on_nested`]). Every nested call sends one
 /// [`Call`](Self::Call) first and one [`Result`](Self::Result) last, with
-/// its guest's events in between.
+/// its guest's events in between; except a call still running when its
+/// caller is stopped (a timeout, a cancellation), which ends with it and
+/// sends no `Result`, and the calls of a tree past the first refused for
+/// `nested_calls`, which are refused silently.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum NestedEvent {
@@ -126,8 +135,10 @@ pub(crate) struct Tree {
     /// The root call's id: nested calls are `<root>.<n>`, unique in the
     /// tree whatever ids the root's caller chose.
     root: String,
-    next: AtomicU32,
-    made: AtomicU32,
+    /// Every nested call asked for, refused or not: the n-th is `<root>.<n>`.
+    asked: AtomicU64,
+    /// The deepest nested call let through to the path.
+    deepest: AtomicU32,
     bytes: AtomicU64,
     listed: Mutex<Vec<NestedCall>>,
     policy: Option<Arc<CallPolicy>>,
@@ -153,8 +164,8 @@ impl Tree {
                 bytes: limits.nested_bytes,
             },
             root: root.to_string(),
-            next: AtomicU32::new(1),
-            made: AtomicU32::new(0),
+            asked: AtomicU64::new(0),
+            deepest: AtomicU32::new(0),
             bytes: AtomicU64::new(0),
             listed: Mutex::new(Vec::new()),
             policy: options.policy.clone(),
@@ -162,21 +173,25 @@ impl Tree {
         })
     }
 
-    /// The next nested call's id.
-    fn next_id(&self) -> String {
-        format!(
-            "{}.{}",
-            self.root,
-            self.next.fetch_add(1, Ordering::Relaxed)
-        )
+    /// Counts a nested call asked for: its number in the tree (from 1).
+    fn count(&self) -> u64 {
+        self.asked.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Whether the `n`-th call is reported (listed, and sent as events): all
+    /// within the budget, and the first past it. The rest of a flood of
+    /// refused calls is refused silently.
+    fn reported(&self, n: u64) -> bool {
+        n <= u64::from(self.budget.calls) + 1
     }
 
     /// The nested calls listed so far, taken, and what the tree used.
     pub(super) fn take_listed(&self) -> (Vec<NestedCall>, NestedUsage) {
         let listed = std::mem::take(&mut *self.listed.lock().unwrap_or_else(|e| e.into_inner()));
+        let asked = self.asked.load(Ordering::SeqCst);
         let usage = NestedUsage {
-            calls: self.made.load(Ordering::SeqCst).min(self.budget.calls),
-            depth: listed.iter().map(|call| call.depth).max().unwrap_or(0),
+            calls: asked.min(u64::from(self.budget.calls)) as u32,
+            depth: self.deepest.load(Ordering::SeqCst),
             bytes: self.bytes.load(Ordering::SeqCst),
         };
         (listed, usage)
@@ -297,77 +312,130 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// A nested call looked up and announced, with what it runs under.
+struct Prepared {
+    call: Call<'static>,
+    options: CallOptions,
+    /// Cancels it when its caller stops waiting.
+    cancel: CancelOnDrop,
+    /// Whether it is listed and sent as events.
+    reported: bool,
+}
+
 impl Caller {
     /// Runs `requests` at once, each on a task of its own (so that their
-    /// guests compute on every core), and answers them in order. Dropping
-    /// the future (the caller stopped waiting) stops them all.
+    /// guests compute on every core), and answers them in order. Their
+    /// permission stages run first, one after another in order, as a
+    /// batch's do, so that a user asked about them is asked in turn.
+    /// Dropping the future (the caller stopped waiting) stops them all.
     async fn together(
         self: Arc<Self>,
         requests: Vec<NestedRequest>,
         deadline: Instant,
     ) -> Vec<NestedResponse> {
+        let count = requests.len();
+        let mut answers: Vec<Option<NestedResponse>> = vec![None; count];
         let mut tasks = tokio::task::JoinSet::new();
-        let names: Vec<String> = requests.iter().map(|r| r.name.clone()).collect();
+        let mut names = Vec::with_capacity(count);
         for (index, request) in requests.into_iter().enumerate() {
-            let caller = self.clone();
-            tasks.spawn(async move { (index, caller.one(request, deadline).await) });
-        }
-        let mut responses: Vec<Option<NestedResponse>> = vec![None; names.len()];
-        while let Some(joined) = tasks.join_next().await {
-            if let Ok((index, response)) = joined {
-                responses[index] = Some(response);
+            names.push(request.name.clone());
+            let prepared = self.prepare(request, deadline);
+            match prepared.call.admit(&prepared.options).await {
+                Err(report) => answers[index] = Some(self.answer(report, prepared.reported)),
+                Ok(admitted) => {
+                    let (options, cancel, reported) =
+                        (prepared.options, prepared.cancel, prepared.reported);
+                    tasks.spawn(async move {
+                        let _cancel = cancel;
+                        (index, admitted.execute(options).await, reported)
+                    });
+                }
             }
         }
-        responses
+        while let Some(joined) = tasks.join_next().await {
+            if let Ok((index, report, reported)) = joined {
+                answers[index] = Some(self.answer(report, reported));
+            }
+        }
+        answers
             .into_iter()
             .zip(names)
-            .map(|(response, name)| response.unwrap_or_else(|| failed(&name)))
+            .map(|(answer, name)| answer.unwrap_or_else(|| failed(&name)))
             .collect()
     }
 
     /// Runs one nested call through the path, and answers it.
     async fn one(&self, request: NestedRequest, deadline: Instant) -> NestedResponse {
-        let call = self.look_up(request, deadline);
-        let (id, tool) = (call.id().to_string(), call.name().to_string());
-        let cancel = CancelOnDrop(CancelToken::new());
-        let options = self.options(&id, &tool, &cancel.0, deadline);
+        let Prepared {
+            call,
+            options,
+            cancel,
+            reported,
+        } = self.prepare(request, deadline);
         let report = call.run(options).await;
-        self.answer(report)
+        drop(cancel);
+        self.answer(report, reported)
     }
 
-    /// The call `request` asks for, refused before the path when the grant,
-    /// the budget or the time says so; announced.
-    fn look_up(&self, request: NestedRequest, deadline: Instant) -> Call<'_> {
-        let arguments_len = request.arguments.len() as u64;
-        let refusal = self.refusal(&request.name, arguments_len, deadline);
+    /// The call `request` asks for, refused before the path when the
+    /// budget, the grant or the time says so; announced.
+    fn prepare(&self, request: NestedRequest, deadline: Instant) -> Prepared {
+        let n = self.tree.count();
+        let refusal = self.refusal(n, &request, deadline);
         let rules = self.tree.policy.as_ref().map(|policy| policy.permissions());
         let request = Request {
-            id: self.tree.next_id(),
+            id: format!("{}.{n}", self.tree.root),
             name: request.name,
             arguments: Arguments::Json(request.arguments),
         };
-        let mut call = Call::look_up(&self.table, request, rules);
-        if let Some((kind, output)) = refusal {
-            call.refuse_first(kind, output);
+        let mut call = Call::look_up(&self.table, request, rules).into_shared();
+        call.called_by(&self.entry.info.descriptor.name);
+        match refusal {
+            Some((kind, output)) => call.refuse_first(kind, output),
+            None => {
+                self.tree
+                    .deepest
+                    .fetch_max(self.depth + 1, Ordering::SeqCst);
+            }
         }
-        self.tree.emit(|| NestedEvent::Call {
-            call_id: call.id().to_string(),
-            parent_call_id: self.call_id.clone(),
-            tool: call.name().to_string(),
-            arguments: call.arguments(),
-        });
-        call
+        let reported = self.tree.reported(n);
+        if reported {
+            self.tree.emit(|| NestedEvent::Call {
+                call_id: call.id().to_string(),
+                parent_call_id: self.call_id.clone(),
+                tool: call.name().to_string(),
+                arguments: call.arguments(),
+            });
+        }
+        let cancel = CancelOnDrop(CancelToken::new());
+        let options = self.options(call.id(), call.name(), &cancel.0, deadline);
+        Prepared {
+            call,
+            options,
+            cancel,
+            reported,
+        }
     }
 
     /// What the caller reads of `report`, once its bytes are counted; the
-    /// call listed and its end announced.
-    fn answer(&self, report: CallReport) -> NestedResponse {
+    /// call listed and its end announced, when it is `reported`.
+    fn answer(&self, report: CallReport, reported: bool) -> NestedResponse {
         let CallReport {
             mut result,
             metrics,
         } = report;
         let details = result.details.as_ref().map(Value::to_string);
         let details = self.spend_result(&mut result, details);
+        let response = NestedResponse {
+            call_id: result.call_id.clone(),
+            is_error: result.is_error,
+            error_kind: result.error_kind.map(ErrorKind::as_str),
+            output: result.output.clone(),
+            details,
+        };
+        if !reported {
+            return response;
+        }
         self.tree.list(NestedCall {
             tool: result.tool.clone(),
             call_id: result.call_id.clone(),
@@ -378,13 +446,6 @@ impl Caller {
             duration: result.duration,
             fuel_used: result.fuel_used,
         });
-        let response = NestedResponse {
-            call_id: result.call_id.clone(),
-            is_error: result.is_error,
-            error_kind: result.error_kind.map(ErrorKind::as_str),
-            output: result.output.clone(),
-            details,
-        };
         self.tree.emit(|| NestedEvent::Result {
             parent_call_id: self.call_id.clone(),
             result: Box::new(result),
@@ -424,24 +485,56 @@ impl Caller {
         options
     }
 
-    /// Why a call to `tool` is refused before the path, if it is: the
-    /// grant, then the tree's budget, then the caller's time.
+    /// Why the `n`-th nested call of the tree, `request`, is refused
+    /// before the path, if it is: the number of calls, the grant, the
+    /// depth and the bytes, then the caller's time.
     fn refusal(
         &self,
-        tool: &str,
-        arguments_len: u64,
+        n: u64,
+        request: &NestedRequest,
         deadline: Instant,
     ) -> Option<(ErrorKind, String)> {
+        let tool = request.name.as_str();
+        let budget = self.tree.budget;
+        if n > u64::from(budget.calls) {
+            let output = format!(
+                "`{tool}` was not called: this call tree made its {} nested calls, its limit (`nested_calls`). Do the rest in fewer calls, or in another call from the model.",
+                budget.calls
+            );
+            return Some((ErrorKind::NestedLimit, output));
+        }
         if let Some(refused) = self.ungranted(tool) {
             return Some((ErrorKind::PermissionDenied, refused));
         }
-        if let Some(breached) = self.over_budget(tool, arguments_len) {
+        if self.table.get(tool).is_none() {
+            return Some((ErrorKind::NotFound, self.unknown(tool)));
+        }
+        if let Some(breached) = self.over_budget(tool, request.arguments.len() as u64) {
             return Some((ErrorKind::NestedLimit, breached));
         }
         (deadline <= Instant::now()).then(|| {
             let output = format!("`{tool}` was not called: its caller had no time left.");
             (ErrorKind::Timeout, output)
         })
+    }
+
+    /// The answer to a granted name no tool has: the tools the caller may
+    /// call, not every tool there is.
+    fn unknown(&self, tool: &str) -> String {
+        let calls = &self.entry.component.calls;
+        let callable: Vec<&str> = self
+            .table
+            .tools()
+            .map(|info| info.descriptor.name.as_str())
+            .filter(|name| calls.iter().any(|pattern| glob_match(pattern, name)))
+            .collect();
+        match callable.is_empty() {
+            true => format!("There is no tool named `{tool}`, and none this tool may call."),
+            false => format!(
+                "There is no tool named `{tool}`. Tools this tool may call: {}.",
+                callable.join(", ")
+            ),
+        }
     }
 
     /// Why the caller's component may not call `tool`, unless it may.
@@ -461,22 +554,17 @@ impl Caller {
     }
 
     /// Which of the tree's budgets a call to `tool` with `arguments_len`
-    /// bytes of arguments breaches, if any; counted when none is.
+    /// bytes of arguments breaches, its depth or its bytes, if any; its
+    /// bytes counted when none is.
     fn over_budget(&self, tool: &str, arguments_len: u64) -> Option<String> {
-        let (tree, budget) = (&self.tree, self.tree.budget);
+        let budget = self.tree.budget;
         if self.depth + 1 > budget.depth {
             return Some(format!(
                 "`{tool}` was not called: this call tree is already {} calls deep, its limit (`nested_depth` = {}). A tool that calls itself stops here: call tools directly rather than through one another.",
                 self.depth, budget.depth
             ));
         }
-        if tree.made.fetch_add(1, Ordering::SeqCst) >= budget.calls {
-            return Some(format!(
-                "`{tool}` was not called: this call tree made its {} nested calls, its limit (`nested_calls`). Do the rest in fewer calls, or in another call from the model.",
-                budget.calls
-            ));
-        }
-        (!tree.spend_bytes(arguments_len)).then(|| format!(
+        (!self.tree.spend_bytes(arguments_len)).then(|| format!(
             "`{tool}` was not called: its {} of arguments would take this call tree past the {} its nested calls may pass between them (`nested_bytes`). Pass less: a path or a reference rather than the data.",
             human_bytes(arguments_len as usize),
             human_bytes(budget.bytes as usize)

@@ -253,6 +253,9 @@ pub struct ApprovalRequest {
     pub arguments: Value,
     /// The tool: its descriptor (title, description, hints) and component.
     pub info: ToolInfo,
+    /// For a nested call, the tool that made it (and whose call id is its
+    /// parent); `None` for a call from the model.
+    pub caller: Option<String>,
 }
 
 /// The [`Approver`]'s answer.

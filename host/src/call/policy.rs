@@ -133,6 +133,7 @@ impl CallPolicy {
                     tool: tool.to_string(),
                     arguments: arguments.clone(),
                     info: info.clone(),
+                    caller: call.caller().map(str::to_string),
                 };
                 let approval = match cancel {
                     Some(token) => tokio::select! {

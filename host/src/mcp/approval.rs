@@ -97,14 +97,21 @@ pub struct Round {
     call: String,
     answers: BTreeMap<String, Value>,
     asked: Mutex<InputRequests>,
+    /// How many times this run asked about each nested call (tool and
+    /// arguments): an answer approves one occurrence, not every call alike.
+    seen: Mutex<BTreeMap<String, u32>>,
     stop: CancelToken,
 }
 
-/// The request state a 2026-07-28 call's input-required result carries.
+/// The request state a 2026-07-28 call's input-required result carries: the
+/// call it is about, the answers given so far, and the questions it asks
+/// now (only answers to those are taken from the retry).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct State {
     call: String,
     answers: BTreeMap<String, Value>,
+    #[serde(default)]
+    asked: Vec<String>,
 }
 
 impl Round {
@@ -124,9 +131,10 @@ impl Round {
             None => BTreeMap::new(),
             Some(mut state) => {
                 let given = request.input_responses.iter().flatten();
+                let asked = given.filter(|(key, _)| state.asked.contains(key));
                 state
                     .answers
-                    .extend(given.map(|(key, value)| (key.clone(), value.clone())));
+                    .extend(asked.map(|(key, value)| (key.clone(), value.clone())));
                 state.answers
             }
         };
@@ -134,6 +142,7 @@ impl Round {
             call,
             answers,
             asked: Mutex::default(),
+            seen: Mutex::default(),
             stop,
         }
     }
@@ -143,7 +152,7 @@ impl Round {
     fn approval(&self, call_id: &str, asked: &ApprovalRequest) -> Approval {
         let key = match asked.call_id == call_id {
             true => QUESTION.to_string(),
-            false => format!("{QUESTION}.{}", binding(&asked.tool, &asked.arguments)),
+            false => self.occurrence(asked),
         };
         if let Some(answer) = self.answers.get(&key) {
             return serde_json::from_value::<ElicitResult>(answer.clone())
@@ -152,11 +161,22 @@ impl Round {
                     reason: Some(format!("The client's answer could not be read ({e}).")),
                 });
         }
-        self.ask(key, question(&asked.tool, &asked.arguments));
+        self.ask(key, question_about(asked));
         self.stop.cancel();
         Approval::Refuse {
             reason: Some("The user is being asked; the call is retried with the answer.".into()),
         }
+    }
+
+    /// The key of `asked`, a nested call: its tool and arguments, and
+    /// which occurrence of them in this run it is (a run that repeats a
+    /// call is asked about each).
+    fn occurrence(&self, asked: &ApprovalRequest) -> String {
+        let binding = binding(&asked.tool, &asked.arguments);
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let count = seen.entry(binding.clone()).or_insert(0);
+        *count += 1;
+        format!("{QUESTION}.{binding}.{count}")
     }
 
     fn ask(&self, key: String, question: ElicitRequestParams) {
@@ -180,6 +200,7 @@ impl Round {
         let state = State {
             call: self.call.clone(),
             answers: self.answers.clone(),
+            asked: asked.keys().cloned().collect(),
         };
         let state = serde_json::to_string(&state).expect("a state serializes");
         InputRequiredResult::new(Some(asked), Some(state))
@@ -188,15 +209,28 @@ impl Round {
 
 /// Asks with an `elicitation/create` request (revisions before 2026-07-28).
 async fn ask(peer: &Peer<RoleServer>, request: &ApprovalRequest) -> Approval {
-    match peer
-        .create_elicitation(question(&request.tool, &request.arguments))
-        .await
-    {
+    match peer.create_elicitation(question_about(request)).await {
         Ok(result) => judge(&result),
         Err(e) => Approval::Refuse {
             reason: Some(format!("The user could not be asked ({e}).")),
         },
     }
+}
+
+/// The question about `request`, naming the tool that made it when a tool
+/// did.
+fn question_about(request: &ApprovalRequest) -> ElicitRequestParams {
+    let mut question = question(&request.tool, &request.arguments);
+    if let (Some(caller), ElicitRequestParams::FormElicitationParams { message, .. }) =
+        (&request.caller, &mut question)
+    {
+        *message = message.replacen(
+            "with these arguments?",
+            &format!("with these arguments, as the tool `{caller}` asks?"),
+            1,
+        );
+    }
+    question
 }
 
 /// The question: may this tool run with these arguments?

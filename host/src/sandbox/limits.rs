@@ -72,8 +72,8 @@ pub struct Limits {
     /// `connection-read-timeout`.
     pub net_between_bytes_timeout: Duration,
     /// The most nested calls (a tool calling tools, at any depth) one call
-    /// tree may make, counted from its root, whose limits apply to the
-    /// whole tree. Default: 100. Breach: that call is refused with
+    /// tree may ask for, refused or not, counted from its root, whose limits
+    /// apply to the whole tree. Default: 100. Breach: that call is refused with
     /// [`ErrorKind::NestedLimit`](crate::ErrorKind::NestedLimit).
     pub nested_calls: u32,
     /// How deep a call tree may nest: a root calls at depth 1, its callees
