@@ -85,6 +85,11 @@ async fn a_nested_call_is_a_call_listed_on_its_caller() {
         .call("compose", compose(&[("nope", json!({}))], false))
         .await;
     assert_eq!(seen(&result)[0]["error_kind"], "not_found");
+    let output = seen(&result)[0]["output"].as_str().unwrap().to_string();
+    assert!(
+        output.ends_with("Tools this tool may call: echo."),
+        "{output}"
+    );
     // In JSON (`--json`, MCP `_meta`), the list is `nested`.
     let json = serde_json::to_value(&result).unwrap();
     assert_eq!(json["nested"][0]["tool"], "nope");
@@ -177,6 +182,36 @@ async fn the_operators_rules_refuse_a_nested_call_as_they_refuse_a_direct_one() 
         [json!({ "text": "yes" }), json!({ "text": "no" })]
     );
     assert_eq!(result.nested.len(), 2, "both attempts are listed");
+    // Read-only calls started together are asked about in turn, in order.
+    asked.lock().unwrap().clear();
+    let texts = ["a", "b", "c", "d"];
+    let calls: Vec<_> = texts.iter().map(|text| echo(text)).collect();
+    let policy = CallPolicy::new(
+        Permissions::allow_all()
+            .rule("echo", Permission::Ask)
+            .unwrap(),
+    )
+    .approver({
+        let asked = asked.clone();
+        move |request: toolcage::agent::ApprovalRequest| {
+            assert_eq!(request.caller.as_deref(), Some("compose"));
+            asked.lock().unwrap().push(request.arguments.clone());
+            async move {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                toolcage::agent::Approval::Approve
+            }
+        }
+    });
+    let result = registry
+        .call_with(
+            "compose",
+            compose(&calls, true),
+            CallOptions::new().policy(policy),
+        )
+        .await;
+    assert!(seen(&result).iter().all(|r| r["is_error"] == false));
+    let order: Vec<Value> = texts.iter().map(|text| json!({ "text": text })).collect();
+    assert_eq!(*asked.lock().unwrap(), order);
 }
 
 #[tokio::test]
@@ -322,6 +357,36 @@ async fn a_tree_makes_at_most_its_nested_calls() {
         .nested_usage
         .expect("the root reports its tree's usage");
     assert_eq!((usage.calls, usage.depth), (3, 1));
+}
+
+#[tokio::test]
+async fn refused_calls_count_too_and_a_flood_of_them_is_refused_silently() {
+    let limits = Limits {
+        nested_calls: 3,
+        ..quick_limits()
+    };
+    let registry = composer(&[], limits).await;
+    let calls: Vec<_> = (0..6).map(|_| echo("x")).collect();
+    let result = registry.call("compose", compose(&calls, false)).await;
+    let kinds: Vec<Value> = seen(&result)
+        .iter()
+        .map(|r| r["error_kind"].clone())
+        .collect();
+    let (denied, over) = (json!("permission_denied"), json!("nested_limit"));
+    assert_eq!(
+        kinds,
+        [
+            denied.clone(),
+            denied.clone(),
+            denied,
+            over.clone(),
+            over.clone(),
+            over
+        ]
+    );
+    // Listed: the 3 within the budget and the first past it.
+    assert_eq!(result.nested.len(), 4, "{:?}", result.nested);
+    assert_eq!(result.nested_usage.unwrap().calls, 3);
 }
 
 #[tokio::test]

@@ -67,6 +67,7 @@ async def test_a_nested_ask_is_put_to_the_user(served, mode):
     # 2026-07-28 the call is retried with the answers, which it keeps.
     assert len(asked) == 2, asked
     assert all("`echo`" in question for question in asked), asked
+    assert all("as the tool `compose` asks" in question for question in asked), asked
     assert {'"text": "yes"' in q for q in asked} == {True, False}, asked
     text = result.content[0].text
     assert text.startswith("yes\n"), text
