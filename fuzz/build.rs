@@ -6,7 +6,8 @@
 mod wat_guests;
 
 fn main() {
-    let wit = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    // Written against toolcage:tool@0.1.0, as in the tests.
+    let wit = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/build/wit-0.1.0");
     println!("cargo:rerun-if-changed={}", wit.display());
     println!("cargo:rerun-if-changed=../tests/build/wat_guests.rs");
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap());

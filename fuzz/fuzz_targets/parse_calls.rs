@@ -91,6 +91,8 @@ fn check_calls(format: Format, calls: &[ToolCall]) {
             slot_wait: Duration::ZERO,
             net: NetUsage::default(),
             logs: Logs::default(),
+            nested: Vec::new(),
+            nested_usage: None,
         })
         .collect();
     let rendered = render_results(format, calls, &results);
