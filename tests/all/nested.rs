@@ -665,6 +665,29 @@ fn the_cli_grants_calls_and_lists_them_in_json() {
         "permission_denied"
     );
     assert_eq!(result["nested"][0]["error_kind"], "permission_denied");
+    // Granted in the config file; a grant for a component not loaded is
+    // named on stderr.
+    let config = dir.path().join("toolcage.toml");
+    std::fs::write(
+        &config,
+        "[components.composer]\ncalls = [\"echo\"]\n[components.ghost]\ncalls = [\"echo\"]\n",
+    )
+    .unwrap();
+    let output = toolcage_tests::toolcage()
+        .args(["--no-bundled", "--tools"])
+        .arg(dir.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["--json", "call", "compose", &arguments])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let result: Value = serde_json::from_slice(&output.stdout).expect(&stderr);
+    assert_eq!(result["details"]["results"][0]["output"], "hi", "{result}");
+    assert!(
+        stderr.contains("the config has a calls grant for component `ghost`"),
+        "{stderr}"
+    );
     // The tree's budget, from a flag.
     let result = run(&["--calls", "*", "--nested-calls", "0"]);
     assert_eq!(

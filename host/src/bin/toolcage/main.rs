@@ -531,10 +531,12 @@ impl Settings {
     fn note_unknown_components(&self, registry: &Registry) {
         for (name, component) in &self.config.components {
             if !registry.tools().any(|tool| &tool.component == name) {
-                let what = if component.network.allow.is_empty() {
-                    "settings"
-                } else {
+                let what = if !component.network.allow.is_empty() {
                     "network grants"
+                } else if !component.calls.is_empty() {
+                    "a calls grant"
+                } else {
+                    "settings"
                 };
                 eprintln!(
                     "toolcage: the config has {what} for component `{name}`, but no loaded component has that name"
