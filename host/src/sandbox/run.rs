@@ -527,7 +527,7 @@ async fn guest(
             tools.take(),
         ),
     };
-    let tools = ToolsCtx::new(tools, capture.deadline, sandbox.slots.clone());
+    let tools = ToolsCtx::new(tools, capture.deadline, &sandbox.slots);
     let mut store =
         new_store(&sandbox, &capture, fs, observer, tools, transfer_cap).map_err(|e| Abort {
             kind: ErrorKind::Trap,

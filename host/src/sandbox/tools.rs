@@ -53,27 +53,28 @@ pub(crate) trait ToolCalls: Send + Sync {
 
 /// A call's `toolcage:tool/tools`: what runs its nested calls, if anything.
 pub(crate) struct ToolsCtx {
-    calls: Option<Arc<dyn ToolCalls>>,
+    /// What runs the calls, and the slots the caller's counts as parked in
+    /// while it waits; `None` for a call that may call nothing (most), so
+    /// that it pays nothing for the interface.
+    calls: Option<(Arc<dyn ToolCalls>, Slots)>,
     deadline: Instant,
-    slots: Slots,
 }
 
 impl ToolsCtx {
     /// Nested calls through `calls`, within `deadline`; a caller's slot in
     /// `slots` counts as parked while it waits.
-    pub(crate) fn new(calls: Option<Arc<dyn ToolCalls>>, deadline: Instant, slots: Slots) -> Self {
+    pub(crate) fn new(calls: Option<Arc<dyn ToolCalls>>, deadline: Instant, slots: &Slots) -> Self {
         ToolsCtx {
-            calls,
+            calls: calls.map(|calls| (calls, slots.clone())),
             deadline,
-            slots,
         }
     }
 
     async fn run(&mut self, requests: Vec<NestedRequest>) -> Vec<NestedResponse> {
-        let Some(calls) = &self.calls else {
+        let Some((calls, slots)) = &self.calls else {
             return requests.iter().map(|r| not_here(&r.name)).collect();
         };
-        let _parked = self.slots.park();
+        let _parked = slots.park();
         calls.clone().call(requests, self.deadline).await
     }
 }
