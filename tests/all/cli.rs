@@ -755,7 +755,7 @@ fn golden(name: &str, dir: &Path, args: &[&str], output: &Output) {
             .code()
             .map_or("signal".into(), |c| c.to_string()),
         mask(stdout(output)),
-        mask(stderr(output)),
+        mask(toolcage_tests::without_slow_load_notes(&stderr(output))),
     );
     toolcage_tests::assert_golden(&format!("golden/cli/{name}.txt"), &text);
 }

@@ -233,14 +233,7 @@ fn run(example: &Example, dir: &Path) -> Result<(), String> {
         .env_remove("TOOLCAGE_TOKEN")
         .output()
         .unwrap();
-    let stderr: String = String::from_utf8_lossy(&output.stderr)
-        .lines()
-        .filter(|l| {
-            !l.starts_with("toolcage: compiling tool components")
-                && !l.starts_with("toolcage: tools ready in")
-        })
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let stderr = toolcage_tests::without_slow_load_notes(&String::from_utf8_lossy(&output.stderr));
     let actual = format!("{}{stderr}", String::from_utf8_lossy(&output.stdout));
     let actual_lines: Vec<&str> = actual.lines().map(str::trim_end).collect();
     let expected: Vec<&str> = example.output.iter().map(String::as_str).collect();

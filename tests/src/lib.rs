@@ -574,6 +574,20 @@ pub mod bench {
     }
 }
 
+/// `stderr` of a toolcage command without the notes a load prints when
+/// compiling takes over a second: they say how fast this machine compiled
+/// (a cold cache, a busy CI runner), not what the command did.
+pub fn without_slow_load_notes(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|line| {
+            !line.starts_with("toolcage: compiling tool components")
+                && !line.starts_with("toolcage: tools ready in ")
+        })
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
 /// Compares `text` with the golden file at `path` (relative to the tests
 /// crate), or writes it there under `BLESS=1` (then review the diff).
 pub fn assert_golden(path: &str, text: &str) {
