@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolcage::agent::{AgentEvent, Permission, Permissions, Runner, ToolCall};
 use toolcage::{
-    CallOptions, CallPolicy, CallResult, CancelToken, ErrorKind, Grant, Injection, Limits, Mount,
-    NestedEvent, Registry, Runtime, Secret,
+    CallOptions, CallPolicy, CallResult, CancelToken, ErrorKind, Grant, Injection, Limits,
+    MAX_LISTED_NESTED, Mount, NestedEvent, Registry, Runtime, Secret,
 };
 use toolcage_tests::net::Server;
 use toolcage_tests::{builder, guests, quick_limits, registry};
@@ -387,6 +387,31 @@ async fn refused_calls_count_too_and_a_flood_of_them_is_refused_silently() {
     // Listed: the 3 within the budget and the first past it.
     assert_eq!(result.nested.len(), 4, "{:?}", result.nested);
     assert_eq!(result.nested_usage.unwrap().calls, 3);
+}
+
+#[tokio::test]
+async fn a_result_lists_at_most_its_cap_of_nested_calls() {
+    let limits = Limits {
+        nested_calls: 1_100,
+        timeout: Duration::from_secs(60),
+        fuel: None,
+        ..quick_limits()
+    };
+    let registry = composer(&["echo"], limits).await;
+    let calls: Vec<_> = (0..MAX_LISTED_NESTED + 1).map(|_| echo("x")).collect();
+    let result = registry.call("compose", compose(&calls, false)).await;
+    assert_eq!(seen(&result).len(), MAX_LISTED_NESTED + 1);
+    assert_eq!(
+        result.nested.len(),
+        MAX_LISTED_NESTED,
+        "listed up to the cap"
+    );
+    let usage = result.nested_usage.unwrap();
+    assert_eq!(
+        usage.calls as usize,
+        MAX_LISTED_NESTED + 1,
+        "every call counted"
+    );
 }
 
 #[tokio::test]

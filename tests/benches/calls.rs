@@ -152,11 +152,7 @@ mod bare {
 type Measured<'a> = dyn Fn() -> (Figures, Figures) + 'a;
 
 fn main() {
-    let tokio = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio");
+    let tokio = toolcage_tests::bench::two_workers();
     let registry = Arc::new(tokio.block_on(async {
         let mut registry = Registry::builder().build().expect("a registry");
         let report = registry.load_file(guests::FIXTURE_LEFTOVERS).await;

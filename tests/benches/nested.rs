@@ -37,11 +37,7 @@ fn compose(calls: usize, tool: &str, arguments: &Value, together: bool) -> Value
 }
 
 fn main() {
-    let tokio = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio");
+    let tokio = toolcage_tests::bench::two_workers();
     let registry = Arc::new(tokio.block_on(async {
         let mut registry = Registry::builder()
             .component_calls("fixture_composer", "*")

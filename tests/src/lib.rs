@@ -462,6 +462,16 @@ pub mod bench {
         };
     }
 
+    /// The runtime the benches measure on: 2 worker threads, one per core
+    /// of the machine they were written for.
+    pub fn two_workers() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("tokio")
+    }
+
     /// Runs `warm_up` calls, then `calls` calls split over `callers`
     /// concurrent tasks, and measures each.
     pub fn measure<F, Fut>(
