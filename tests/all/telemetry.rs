@@ -590,3 +590,32 @@ async fn nested_calls_are_child_spans_of_their_callers_span() {
         .count();
     assert_eq!(calls, 3);
 }
+
+#[tokio::test]
+async fn a_call_exports_at_most_a_thousand_nested_spans() {
+    let recorder = Recorder::new();
+    let limits = Limits {
+        nested_calls: 1_100,
+        timeout: Duration::from_secs(60),
+        fuel: None,
+        ..quick_limits()
+    };
+    let builder = builder()
+        .limits(limits)
+        .component_calls("fixture_composer", "echo");
+    let registry =
+        Arc::new(registry(builder, &[guests::FIXTURE_COMPOSER, guests::FIXTURE_ECHO]).await);
+    let call = json!({ "tool": "echo", "arguments": { "text": "a" } });
+    let arguments = json!({ "calls": vec![call; 1_001] });
+    let result = runner(&registry, recorder.telemetry(false))
+        .run([ToolCall::new("c1", "compose", arguments)])
+        .await
+        .remove(0);
+    assert!(!result.is_error, "{}", result.output);
+    let (_, children) = recorder.call_span("execute_tool compose");
+    let nested = children
+        .iter()
+        .filter(|span| span.name == "execute_tool echo")
+        .count();
+    assert_eq!(nested, 1_000, "the spans kept under one call are capped");
+}
