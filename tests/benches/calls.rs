@@ -77,6 +77,10 @@ mod bare {
                 .map(|request| self.call(request.name, request.arguments))
                 .collect()
         }
+
+        fn callable(&mut self) -> Vec<self::toolcage::tool::tools::Entry> {
+            Vec::new()
+        }
     }
 
     /// No settings, as toolcage's default.

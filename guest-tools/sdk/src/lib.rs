@@ -69,7 +69,7 @@
 //!   [`config::get`]; there are none unless the operator wrote some.
 //! - It may call other tools with [`tools::call`] and [`tools::call_all`],
 //!   only those its operator granted it (`calls`), each in a sandbox of its
-//!   own with that tool's grants.
+//!   own with that tool's grants; [`tools::callable`] lists them.
 //! - `Outcome::output` is what the model reads: keep it short and actionable.
 //!   `Outcome::details` is structured JSON for programs and user interfaces.
 //!   An `Err` outcome tells the model the call failed; say what to do instead.

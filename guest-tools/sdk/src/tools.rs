@@ -82,3 +82,35 @@ pub fn call_all(calls: &[(&str, Value)]) -> Vec<CallResult> {
         .map(CallResult::from)
         .collect()
 }
+
+/// A tool this component may call, as [`callable`] lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Callable {
+    /// The tool's name.
+    pub name: String,
+    /// What it does and when to use it.
+    pub description: String,
+    /// JSON Schema of its arguments.
+    pub input_schema: Value,
+    /// JSON Schema of its `details` on success, when it promises one.
+    pub output_schema: Option<Value>,
+    /// Whether it only reads, so that [`call_all`] runs such calls together.
+    pub read_only: bool,
+}
+
+/// The tools this component may call: those its grant names that the
+/// operator's rules do not deny, sorted by name. Listing is free; it is
+/// empty while the component describes itself.
+pub fn callable() -> Vec<Callable> {
+    let schema = |text: String| serde_json::from_str(&text).unwrap_or(Value::Bool(true));
+    wit::callable()
+        .into_iter()
+        .map(|entry| Callable {
+            name: entry.name,
+            description: entry.description,
+            input_schema: schema(entry.input_schema),
+            output_schema: entry.output_schema.map(schema),
+            read_only: entry.read_only,
+        })
+        .collect()
+}

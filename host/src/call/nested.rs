@@ -31,8 +31,8 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::{
-    Arguments, Call, CallOptions, CallPolicy, CallReport, CallResult, CallSpan, Metrics, Request,
-    Tracer,
+    Arguments, Call, CallOptions, CallPolicy, CallReport, CallResult, CallSpan, Metrics,
+    Permission, Request, Tracer,
 };
 use crate::ErrorKind;
 use crate::catalog::pattern::glob_match;
@@ -40,7 +40,7 @@ use crate::catalog::registry::{Entry, ToolTable};
 use crate::sandbox::human_bytes;
 use crate::sandbox::limits::Limits;
 use crate::sandbox::outcome::{CancelToken, GuestEvent};
-use crate::sandbox::{NestedRequest, NestedResponse, ToolCalls};
+use crate::sandbox::{CallableTool, NestedRequest, NestedResponse, ToolCalls};
 
 /// The most nested calls a call's result lists; later ones are run but
 /// not listed.
@@ -279,6 +279,29 @@ pub(super) struct Caller {
 }
 
 impl ToolCalls for Caller {
+    fn callable(&self) -> Vec<CallableTool> {
+        let rules = self.tree.policy.as_ref().map(|policy| policy.permissions());
+        let mut tools: Vec<CallableTool> = self
+            .table
+            .tools()
+            .filter(|info| self.ungranted(&info.descriptor.name).is_none())
+            .filter(|info| {
+                rules.is_none_or(|rules| {
+                    rules.permission_for(&info.descriptor.name) != Permission::Deny
+                })
+            })
+            .map(|info| CallableTool {
+                name: info.descriptor.name.clone(),
+                description: info.descriptor.description.clone(),
+                input_schema: info.descriptor.input_schema.to_string(),
+                output_schema: info.descriptor.output_schema.as_ref().map(Value::to_string),
+                read_only: info.descriptor.hints.read_only,
+            })
+            .collect();
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        tools
+    }
+
     fn call(
         self: Arc<Self>,
         requests: Vec<NestedRequest>,

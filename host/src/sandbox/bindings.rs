@@ -20,5 +20,7 @@ pub(crate) use self::exports::toolcage::tool::tool::{
     Descriptor as WitDescriptor, Hints as WitHints, Outcome as WitOutcome,
 };
 pub(crate) use self::toolcage::tool::host::Level;
-pub(crate) use self::toolcage::tool::tools::{CallResult as WitCallResult, Request as WitRequest};
+pub(crate) use self::toolcage::tool::tools::{
+    CallResult as WitCallResult, Entry as WitEntry, Request as WitRequest,
+};
 pub(crate) use self::wasi::config::store as config_store;

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use futures::future::BoxFuture;
 
-use super::bindings::{WitCallResult, WitRequest, toolcage};
+use super::bindings::{WitCallResult, WitEntry, WitRequest, toolcage};
 use super::slots::Slots;
 
 /// One nested call a guest asks for.
@@ -39,8 +39,23 @@ pub(crate) struct NestedResponse {
     pub details: Option<String>,
 }
 
+/// A tool a caller may call, as `callable` lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CallableTool {
+    pub name: String,
+    pub description: String,
+    /// JSON text.
+    pub input_schema: String,
+    /// JSON text.
+    pub output_schema: Option<String>,
+    pub read_only: bool,
+}
+
 /// Runs a caller's nested calls: the call path, seen from the sandbox.
 pub(crate) trait ToolCalls: Send + Sync {
+    /// The tools the caller may call, sorted by name.
+    fn callable(&self) -> Vec<CallableTool>;
+
     /// Runs `requests` (together when the batch rule allows, otherwise in
     /// order), none past `deadline` (the caller's), and answers each, in
     /// order.
@@ -105,7 +120,26 @@ impl From<NestedResponse> for WitCallResult {
     }
 }
 
+impl From<CallableTool> for WitEntry {
+    fn from(tool: CallableTool) -> Self {
+        WitEntry {
+            name: tool.name,
+            description: tool.description,
+            input_schema: tool.input_schema,
+            output_schema: tool.output_schema,
+            read_only: tool.read_only,
+        }
+    }
+}
+
 impl toolcage::tool::tools::Host for ToolsCtx {
+    fn callable(&mut self) -> Vec<WitEntry> {
+        let Some((calls, _)) = &self.calls else {
+            return Vec::new();
+        };
+        calls.callable().into_iter().map(WitEntry::from).collect()
+    }
+
     async fn call(&mut self, name: String, arguments: String) -> WitCallResult {
         let request = NestedRequest { name, arguments };
         let mut responses = self.run(vec![request]).await;
