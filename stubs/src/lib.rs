@@ -1,0 +1,103 @@
+//! Python stubs of tools, for code mode.
+//!
+//! In code mode a model does not call tools one by one: it writes a Python
+//! script that calls them as `async` functions (`await grep(pattern="x",
+//! path=".")`, several at once with `asyncio.gather`), and the script runs
+//! in a sandboxed interpreter. The stubs rendered here are the API the
+//! model is shown; they are read, never executed, and always parse as
+//! Python 3.11.
+//!
+//! Conventions of a stub:
+//!
+//! - Every tool is an `async def` with keyword-only arguments, required
+//!   ones first, optional ones `= None` (or `= <default>` when the schema
+//!   gives a scalar default). When a property name is not a Python
+//!   identifier, the arguments are `**arguments: Unpack[ToolArguments]` (a
+//!   functional `TypedDict`); with no properties, `**arguments: Any` (or
+//!   none at all, when the schema admits none).
+//! - JSON Schema types map to Python's (`list[T]`, `tuple[A, B]`,
+//!   `dict[str, T]`, `A | B`, `Literal[...]`); objects with properties
+//!   become `TypedDict`s named `<Tool><Property>` (`<Tool>Result` for the
+//!   result), local `$ref`s are followed, and anything else (cycles too) is
+//!   `Any`.
+//! - A tool with an output schema returns its structured result (details)
+//!   as Python values, typed by that schema, with its text output added
+//!   under `"output"` when the result is an object that has no such key
+//!   ([`adds_output`]); one without returns its text output, a `str`.
+//! - A tool whose name is not a Python identifier (`read-file`, `class`)
+//!   is only a comment: a script cannot call it by name.
+
+mod ident;
+mod listing;
+mod stub;
+mod text;
+mod types;
+
+pub use ident::python_identifier;
+pub use listing::{one_line, search, summary};
+
+use serde_json::Value;
+use types::Shared;
+
+/// One tool, as the stubs need it.
+#[derive(Clone, Copy, Debug)]
+pub struct ToolSpec<'a> {
+    /// The tool's name (`^[a-zA-Z0-9_-]{1,64}$`), its function's name.
+    pub name: &'a str,
+    /// What the tool does, for the model: the stub's docstring.
+    pub description: &'a str,
+    /// The JSON Schema of the tool's arguments.
+    pub input_schema: &'a Value,
+    /// The JSON Schema of the tool's structured result, if it has one.
+    pub output_schema: Option<&'a Value>,
+    /// Whether the tool only reads (so its calls can run together).
+    pub read_only: bool,
+}
+
+/// Whether a tool whose output schema is `output_schema` returns its
+/// details with its text output added under `"output"`: when the schema is
+/// an object's with `properties` and none named `output`. (A script's
+/// interpreter applies the same rule to what it returns.)
+pub fn adds_output(output_schema: &Value) -> bool {
+    output_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_some_and(|properties| !properties.contains_key(OUTPUT_KEY))
+        && output_schema.get("type").is_none_or(|t| t == "object")
+}
+
+/// The key a tool's text output is added under.
+pub const OUTPUT_KEY: &str = "output";
+
+/// The Python stub of one tool: any helper types it needs (`TypedDict`s,
+/// `Literal` aliases), then `async def name(...) -> R:` with a docstring and
+/// `...` body. The `typing` imports it needs are left to
+/// [`python_module`].
+pub fn python_stub(tool: &ToolSpec) -> String {
+    let mut shared = Shared::new();
+    shared.namer.reserve(tool.name);
+    stub::stub(tool, &mut shared)
+}
+
+/// The stubs of several tools as one Python module: the `typing` import of
+/// the names they use, then each tool's stub, separated by a blank line.
+/// Helper type names are unique across the module (and never a tool's).
+pub fn python_module(tools: &[ToolSpec]) -> String {
+    let mut shared = Shared::new();
+    for tool in tools {
+        if ident::is_identifier(tool.name) {
+            shared.namer.reserve(tool.name);
+        }
+    }
+    let stubs: Vec<String> = tools.iter().map(|t| stub::stub(t, &mut shared)).collect();
+    let mut out = String::new();
+    if !shared.typing.is_empty() {
+        let names: Vec<&str> = shared.typing.iter().copied().collect();
+        out.push_str(&format!("from typing import {}\n\n", names.join(", ")));
+    }
+    out.push_str(&stubs.join("\n"));
+    out
+}
+
+#[cfg(test)]
+mod tests;
