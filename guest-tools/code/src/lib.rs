@@ -1,0 +1,231 @@
+//! toolcage's code mode: `run_code` runs a model's Python script, in which
+//! the tools the model could call directly are async functions, and only
+//! what the script prints and returns goes back to the model. With it,
+//! `search_tools` and `describe_tool`, which a script has too.
+//!
+//! The interpreter is pydantic's Monty, a Python subset written in Rust,
+//! built into this component: an interpreter bug or abort is a trap of one
+//! call. Each tool a script calls is a nested call on the host's one path
+//! (`toolcage:tool/tools`): validated, checked against the operator's
+//! rules, run in a sandbox of its own with its own grants, within the
+//! budget of this call's tree. The script itself has no files, network,
+//! environment or secrets. See `script` for what bounds it.
+
+mod catalog;
+mod script;
+mod values;
+
+use monty_types::MontyObject;
+use script::{Ended, Report};
+use serde_json::{Value, json};
+use toolcage_guest::{Descriptor, Outcome, Tool, config, parse_args};
+
+use catalog::Catalog;
+
+/// The longest script, in bytes.
+const MAX_CODE_BYTES: usize = 100_000;
+/// Printed text kept when the operator sets no `print_kib`.
+const DEFAULT_PRINT_KIB: usize = 64;
+
+/// How a script is written, for the model. The host appends the callable
+/// tools' stubs.
+pub const DESCRIPTION: &str = "Runs a Python script that calls tools as functions, and returns only what it prints and its last expression's value. Use it to chain several tool calls, or to filter, count or join their results, in one step instead of many.\n\
+The language is Monty, a subset of Python 3: functions, loops, comprehensions, f-strings, dicts, lists, sets, try/except, and the modules asyncio, json, re, math. There are no classes with inheritance, no imports of other modules, no files, network or environment: the script reaches the world only through the tools it calls, each under its own permissions.\n\
+Every tool is an async function taking keyword arguments: `r = await read_file(path=\"/a.txt\")`. Await several at once with `await asyncio.gather(...)`; read-only tools then run in parallel. A tool with a declared result returns it as dicts, lists and scalars; any other returns its text output. A failed call raises: PermissionError (refused by the operator's rules), ValueError (invalid arguments, listing every complaint), TimeoutError, NameError (no such tool), RuntimeError (the tool failed, its kind in brackets); catch them with try/except. `await search_tools(query)` finds tools and `await describe_tool(name)` returns one's signature.\n\
+The last line's value is the result, so end with an expression (e.g. `summary`), not an assignment.";
+
+#[derive(serde::Deserialize)]
+struct RunArgs {
+    code: String,
+}
+
+/// `run_code`.
+struct RunCode;
+
+impl Tool for RunCode {
+    fn descriptor() -> Descriptor {
+        Descriptor::new("run_code", DESCRIPTION)
+            .title("Run a Python script that calls tools")
+            .input_schema(json!({
+                "type": "object",
+                "properties": {
+                    "code": {
+                        "type": "string",
+                        "description": "The Python script. Its last expression is the result.",
+                        "minLength": 1,
+                        "maxLength": MAX_CODE_BYTES
+                    }
+                },
+                "required": ["code"],
+                "additionalProperties": false
+            }))
+            .output_schema(json!({
+                "type": "object",
+                "properties": {
+                    "result": { "description": "The script's last expression, as JSON." },
+                    "calls": {
+                        "type": "array",
+                        "description": "Every tool call the script made, in order.",
+                        "items": { "type": "object" }
+                    },
+                    "error": {
+                        "type": "object",
+                        "description": "Why the script failed, when it did."
+                    }
+                },
+                "required": ["calls"]
+            }))
+    }
+
+    fn call(args: Value) -> Result<Outcome, Outcome> {
+        let args: RunArgs = parse_args(args)?;
+        let code_text = args.code.clone();
+        let catalog = Catalog::load();
+        let report = script::run(args.code, &catalog, print_bytes()?);
+        outcome(report, &code_text)
+    }
+}
+
+/// The printed text kept per script: the `print_kib` setting, 64 KiB
+/// unless the operator set another.
+fn print_bytes() -> Result<usize, Outcome> {
+    let setting = config::get("print_kib").map_err(|e| Outcome::text(e.to_string()))?;
+    match setting {
+        None => Ok(DEFAULT_PRINT_KIB << 10),
+        Some(text) => text
+            .trim()
+            .parse::<usize>()
+            .map(|kib| kib.saturating_mul(1024))
+            .map_err(|_| Outcome::text(format!("the setting print_kib is `{text}`, not a number of KiB: the operator must fix it"))),
+    }
+}
+
+/// What the model reads of a script's run.
+fn outcome(report: Report, code: &str) -> Result<Outcome, Outcome> {
+    let Report {
+        ended,
+        mut printed,
+        log,
+        unawaited,
+    } = report;
+    if unawaited > 0 {
+        printed.push_str(&format!(
+            "\n[{unawaited} tool call(s) were never awaited, so they did not run: tools are async, write `await tool(...)`.]\n"
+        ));
+    }
+    match ended {
+        Ended::Value(value) => {
+            let result = values::to_json(&value);
+            let mut output = printed;
+            if !matches!(value, MontyObject::None) {
+                output.push_str(&result.to_string());
+            }
+            Ok(Outcome::text(output).with_details(json!({ "result": result, "calls": log })))
+        }
+        Ended::Raised { exception, kind } => {
+            let mut output = printed;
+            if !output.is_empty() && !output.ends_with('\n') {
+                output.push('\n');
+            }
+            output.push_str(&exception.to_string());
+            let frame = exception.traceback().last();
+            let line = frame.map(|f| f.start.line);
+            let source_line = line
+                .and_then(|n| code.lines().nth((n as usize).saturating_sub(1)))
+                .map(str::to_string);
+            Err(Outcome::text(output).with_details(json!({
+                "error": {
+                    "kind": kind,
+                    "type": exception.exc_type().to_string(),
+                    "message": exception.message(),
+                    "line": line,
+                    "column": frame.map(|f| f.start.column),
+                    "source_line": source_line,
+                    "traceback": exception.to_string(),
+                },
+                "calls": log,
+            })))
+        }
+    }
+}
+
+/// `search_tools`.
+struct SearchTools;
+
+#[derive(serde::Deserialize)]
+struct SearchArgs {
+    query: String,
+}
+
+impl Tool for SearchTools {
+    fn descriptor() -> Descriptor {
+        Descriptor::new(
+            "search_tools",
+            "Finds the tools a `run_code` script can call: those whose name or description holds every word of the query, best first, each with a one-line summary. Then `describe_tool` shows one's Python signature.",
+        )
+        .input_schema(json!({
+            "type": "object",
+            "properties": { "query": { "type": "string", "description": "Words to look for, e.g. \"read file\"." } },
+            "required": ["query"],
+            "additionalProperties": false
+        }))
+        .read_only()
+        .idempotent()
+    }
+
+    fn call(args: Value) -> Result<Outcome, Outcome> {
+        let args: SearchArgs = parse_args(args)?;
+        let found = Catalog::load().search(&args.query);
+        let lines: Vec<String> = found
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|tool| tool["summary"].as_str().map(str::to_string))
+            .collect();
+        let text = match lines.is_empty() {
+            true => format!("No callable tool matches `{}`.", args.query),
+            false => lines.join("\n"),
+        };
+        Ok(Outcome::text(text).with_details(json!({ "tools": found })))
+    }
+}
+
+/// `describe_tool`.
+struct DescribeTool;
+
+#[derive(serde::Deserialize)]
+struct DescribeArgs {
+    name: String,
+}
+
+impl Tool for DescribeTool {
+    fn descriptor() -> Descriptor {
+        Descriptor::new(
+            "describe_tool",
+            "Shows how a `run_code` script calls one tool: its Python signature, with argument and result types and its documentation.",
+        )
+        .input_schema(json!({
+            "type": "object",
+            "properties": { "name": { "type": "string", "description": "The tool's name." } },
+            "required": ["name"],
+            "additionalProperties": false
+        }))
+        .read_only()
+        .idempotent()
+    }
+
+    fn call(args: Value) -> Result<Outcome, Outcome> {
+        let args: DescribeArgs = parse_args(args)?;
+        let catalog = Catalog::load();
+        match catalog.describe(&args.name) {
+            Some(stub) => Ok(Outcome::text(stub)),
+            None => Err(Outcome::text(format!(
+                "No tool a script can call is named `{}`. Callable tools: {}.",
+                args.name,
+                catalog.names().join(", ")
+            ))),
+        }
+    }
+}
+
+toolcage_guest::export_tools!(RunCode, SearchTools, DescribeTool);

@@ -1,0 +1,423 @@
+//! One script's run: Monty's loop of suspensions, each answered here.
+//!
+//! Threat model: the script is the model's, and may be wrong or hostile.
+//! It reaches nothing but the tools the catalog lists, each call a real
+//! call on the host's path with the callee's own grants. A name it has not
+//! defined resolves only to a callable tool (or `search_tools` /
+//! `describe_tool`); files, the environment and the clock raise. Every
+//! tool is async: a call returns a future, and the calls a script awaits
+//! together (`asyncio.gather`) go to the host as one batch, which the host
+//! runs at once when every tool in it is read-only. What bounds a script:
+//! the host's fuel, memory and time for this call (shared with the calls it
+//! makes), the tree's nested-call budget (a breach ends the script), the
+//! recursion depth, and `print_bytes` of printed text.
+
+use std::time::Instant;
+
+use monty::{MontyRun, RunProgress};
+use monty_types::{
+    CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult,
+    PrintWriter, ResourceLimits, ResourceTracker,
+};
+use serde_json::{Value, json};
+use toolcage_guest::tools::{self, CallResult};
+
+use crate::catalog::Catalog;
+use crate::values::{arguments, from_json};
+
+/// The deepest a script's own functions may recurse.
+pub const MAX_RECURSION: usize = 200;
+
+/// How a script ended.
+pub enum Ended {
+    /// It completed with this value (its last expression's).
+    Value(MontyObject),
+    /// It raised, and nothing caught it; `kind` names why, for the model
+    /// and an auditor.
+    Raised {
+        exception: MontyException,
+        kind: &'static str,
+    },
+}
+
+/// A script's run: how it ended, what it printed, what it called.
+pub struct Report {
+    pub ended: Ended,
+    pub printed: String,
+    /// One entry per tool call that ran.
+    pub log: Vec<Value>,
+    /// Tool calls the script made but never awaited: they did not run.
+    pub unawaited: usize,
+}
+
+/// Runs `code` against `catalog`, keeping at most `print_bytes` printed.
+pub fn run(code: String, catalog: &Catalog, print_bytes: usize) -> Report {
+    let mut printed = String::new();
+    let mut state = State {
+        catalog,
+        log: Vec::new(),
+        queued: Vec::new(),
+        failure: None,
+    };
+    let ended = match state.drive(code, &mut printed, print_bytes) {
+        Ok(value) => Ended::Value(value),
+        Err((exception, kind)) => {
+            let kind = kind.unwrap_or_else(|| state.classify(&exception, &printed, print_bytes));
+            Ended::Raised { exception, kind }
+        }
+    };
+    let unawaited = state
+        .queued
+        .iter()
+        .filter(|queued| matches!(queued.work, Work::Tool { .. }))
+        .count();
+    Report {
+        ended,
+        printed,
+        log: state.log,
+        unawaited,
+    }
+}
+
+/// A call the script made, waiting for it to await.
+struct Queued {
+    id: u32,
+    work: Work,
+}
+
+enum Work {
+    /// A tool's call, not sent yet.
+    Tool { name: String, arguments: Value },
+    /// Answered already (`search_tools`, `describe_tool`, a refusal).
+    Done(ExtFunctionResult),
+}
+
+/// The last error a tool call raised into the script, to tell an uncaught
+/// one from the script's own.
+struct Failure {
+    exc_type: ExcType,
+    message: String,
+    kind: &'static str,
+}
+
+struct State<'c> {
+    catalog: &'c Catalog,
+    log: Vec<Value>,
+    queued: Vec<Queued>,
+    failure: Option<Failure>,
+}
+
+type Raised = (MontyException, Option<&'static str>);
+
+impl State<'_> {
+    fn drive(
+        &mut self,
+        code: String,
+        printed: &mut String,
+        print_bytes: usize,
+    ) -> Result<MontyObject, Raised> {
+        let runner = MontyRun::new(code, "script.py", vec![], CompileOptions::default())
+            .map_err(|e| (e, Some("syntax_error")))?;
+        let limits = ResourceLimits {
+            max_recursion_depth: MAX_RECURSION,
+            ..ResourceLimits::default()
+        };
+        let mut print = PrintWriter::CollectString(printed, Some(print_bytes));
+        let mut progress = runner
+            .start(vec![], ResourceTracker::new(limits), print.reborrow())
+            .map_err(|e| (e, None))?;
+        loop {
+            progress = match progress {
+                RunProgress::Complete(value) => return Ok(value),
+                RunProgress::NameLookup(lookup) => {
+                    let found = self.look_up(&lookup.name);
+                    lookup.resume(found, print.reborrow())
+                }
+                RunProgress::FunctionCall(call) => {
+                    match self.queue(call.call_id, &call.function_name, &call.args, &call.kwargs) {
+                        Some(refused) => call.resume(refused, print.reborrow()),
+                        None => call.resume_pending(print.reborrow()),
+                    }
+                }
+                RunProgress::ResolveFutures(pending) => {
+                    match self.resolve(pending.pending_call_ids()) {
+                        Ok(answers) => pending.resume(answers, print.reborrow()),
+                        Err(stop) => {
+                            let kind = stop.kind;
+                            let exception = MontyException::new(stop.exc_type, Some(stop.message));
+                            return Err(match pending.abort(exception, print.reborrow()) {
+                                Err(e) => (e, Some(kind)),
+                                Ok(_) => (
+                                    MontyException::runtime_error("the script was stopped"),
+                                    Some(kind),
+                                ),
+                            });
+                        }
+                    }
+                }
+                RunProgress::OsCall(call) => {
+                    let function: &'static str = (&call.function_call).into();
+                    let refused = MontyException::new(
+                        ExcType::PermissionError,
+                        Some(format!(
+                            "{function}: a script has no files, environment, network or clock; the tools it calls do"
+                        )),
+                    );
+                    call.resume(refused, print.reborrow())
+                }
+            }
+            .map_err(|e| (e, None))?;
+        }
+    }
+
+    /// What a name the script did not define is: a callable tool, code
+    /// mode's two helpers, or undefined, saying what is callable.
+    fn look_up(&self, name: &str) -> NameLookupResult {
+        match self.callable(name) {
+            true => NameLookupResult::Value(MontyObject::Function {
+                name: name.to_string(),
+                docstring: None,
+            }),
+            false => NameLookupResult::Error(self.undefined(name)),
+        }
+    }
+
+    /// Whether the script may call `name`: a tool of the catalog, or one
+    /// of the helpers.
+    fn callable(&self, name: &str) -> bool {
+        self.catalog.get(name).is_some() || HELPERS.contains(&name)
+    }
+
+    /// The `NameError` of a name that is neither the script's nor
+    /// callable, saying what is.
+    fn undefined(&self, name: &str) -> MontyException {
+        let hint = match name {
+            "open" | "__import__" | "exec" | "eval" | "compile" | "input" => {
+                " A script has no files, imports or environment: it works through the tools it calls."
+                    .to_string()
+            }
+            "run_code" => " A script cannot run a script: write the code here.".to_string(),
+            _ => format!(" Callable tools: {}.", self.catalog.names().join(", ")),
+        };
+        MontyException::new(
+            ExcType::NameError,
+            Some(format!("name '{name}' is not defined.{hint}")),
+        )
+    }
+
+    /// Queues call `id` of `name` for when the script awaits it; or the
+    /// exception it raises at once.
+    fn queue(
+        &mut self,
+        id: u32,
+        name: &str,
+        args: &[MontyObject],
+        kwargs: &[(MontyObject, MontyObject)],
+    ) -> Option<MontyException> {
+        if !self.callable(name) {
+            return Some(self.undefined(name));
+        }
+        let work = match name {
+            "search_tools" | "describe_tool" => Work::Done(self.helper(name, args, kwargs)),
+            _ => match arguments(name, args, kwargs) {
+                Ok(arguments) => Work::Tool {
+                    name: name.to_string(),
+                    arguments,
+                },
+                Err(message) => {
+                    return Some(MontyException::new(ExcType::TypeError, Some(message)));
+                }
+            },
+        };
+        self.queued.push(Queued { id, work });
+        None
+    }
+
+    /// `search_tools(query)` or `describe_tool(name)`, answered here.
+    fn helper(
+        &self,
+        name: &str,
+        args: &[MontyObject],
+        kwargs: &[(MontyObject, MontyObject)],
+    ) -> ExtFunctionResult {
+        let text = match (args, kwargs) {
+            ([MontyObject::String(text)], []) => text.clone(),
+            ([], [(_, MontyObject::String(text))]) => text.clone(),
+            _ => {
+                let usage = match name {
+                    "search_tools" => "search_tools(query: str)",
+                    _ => "describe_tool(name: str)",
+                };
+                return error(ExcType::TypeError, format!("usage: await {usage}"));
+            }
+        };
+        if name == "search_tools" {
+            return ExtFunctionResult::Return(from_json(&self.catalog.search(&text)));
+        }
+        match self.catalog.describe(&text) {
+            Some(stub) => ExtFunctionResult::Return(MontyObject::String(stub)),
+            None => error(
+                ExcType::NameError,
+                format!(
+                    "no callable tool is named '{text}'. Callable tools: {}.",
+                    self.catalog.names().join(", ")
+                ),
+            ),
+        }
+    }
+
+    /// Answers the calls the script awaits now: its tools' calls as one
+    /// batch. A breached budget or a cancelled call stops the script.
+    fn resolve(&mut self, pending: &[u32]) -> Result<Vec<(u32, ExtFunctionResult)>, Failure> {
+        let (now, later): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut self.queued)
+            .into_iter()
+            .partition(|queued| pending.contains(&queued.id));
+        self.queued = later;
+        let mut answers = Vec::with_capacity(now.len());
+        let mut batch = Vec::new();
+        for queued in now {
+            match queued.work {
+                Work::Done(answer) => answers.push((queued.id, answer)),
+                Work::Tool { name, arguments } => batch.push((queued.id, name, arguments)),
+            }
+        }
+        if batch.is_empty() && answers.is_empty() {
+            return Err(Failure {
+                exc_type: ExcType::RuntimeError,
+                message: "the script awaits something no tool call will resolve".into(),
+                kind: "runtime_error",
+            });
+        }
+        for ((id, name, arguments), result) in batch.iter().zip(self.send(&batch)) {
+            let answer = self.answer(name, arguments, &result)?;
+            answers.push((*id, answer));
+        }
+        Ok(answers)
+    }
+
+    /// Sends `batch` to the host: one call, or all of them together.
+    fn send(&mut self, batch: &[(u32, String, Value)]) -> Vec<(CallResult, f64)> {
+        let started = Instant::now();
+        let results = match batch {
+            [] => Vec::new(),
+            [(_, name, arguments)] => vec![tools::call(name, arguments)],
+            _ => {
+                let requests: Vec<(&str, Value)> = batch
+                    .iter()
+                    .map(|(_, name, arguments)| (name.as_str(), arguments.clone()))
+                    .collect();
+                tools::call_all(&requests)
+            }
+        };
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        results.into_iter().map(|result| (result, ms)).collect()
+    }
+
+    /// What `result` of `name` is to the script: its value, or the
+    /// exception it raises; a breach of the tree's budget or a
+    /// cancellation stops the script instead.
+    fn answer(
+        &mut self,
+        name: &str,
+        arguments: &Value,
+        (result, ms): &(CallResult, f64),
+    ) -> Result<ExtFunctionResult, Failure> {
+        self.log.push(json!({
+            "tool": name,
+            "call_id": result.call_id,
+            "arguments_bytes": arguments.to_string().len(),
+            "ok": !result.is_error,
+            "error_kind": result.error_kind,
+            "ms": (ms * 1000.0).round() / 1000.0,
+        }));
+        if !result.is_error {
+            let schema = self
+                .catalog
+                .get(name)
+                .and_then(|t| t.output_schema.as_ref());
+            return Ok(ExtFunctionResult::Return(returned(schema, result)));
+        }
+        let kind = result.error_kind.as_deref().unwrap_or("tool_error");
+        let message = format!("{name}: {}", result.output);
+        let (exc_type, kind) = match kind {
+            "nested_limit" | "cancelled" => {
+                let kind = if kind == "cancelled" {
+                    "cancelled"
+                } else {
+                    "nested_calls"
+                };
+                return Err(Failure {
+                    exc_type: ExcType::RuntimeError,
+                    message,
+                    kind,
+                });
+            }
+            "permission_denied" => (ExcType::PermissionError, "tool_refused"),
+            "invalid_arguments" => (ExcType::ValueError, "invalid_arguments"),
+            "not_found" => (ExcType::NameError, "tool_refused"),
+            "timeout" => (ExcType::TimeoutError, "timeout"),
+            _ => (ExcType::RuntimeError, "tool_error"),
+        };
+        let message = match exc_type {
+            ExcType::RuntimeError => format!("{name} failed ({kind}): {}", result.output),
+            _ => message,
+        };
+        self.failure = Some(Failure {
+            exc_type,
+            message: message.clone(),
+            kind,
+        });
+        Ok(error(exc_type, message))
+    }
+
+    /// Why an uncaught `exception` ended the script, in one word.
+    fn classify(
+        &self,
+        exception: &MontyException,
+        printed: &str,
+        print_bytes: usize,
+    ) -> &'static str {
+        if let Some(failure) = &self.failure
+            && failure.exc_type == exception.exc_type()
+            && exception.message() == Some(failure.message.as_str())
+        {
+            return failure.kind;
+        }
+        match exception.exc_type() {
+            ExcType::MemoryError if printed.len() + 4096 >= print_bytes => "print_limit",
+            ExcType::MemoryError => "memory",
+            ExcType::RecursionError => "recursion_depth",
+            ExcType::SyntaxError => "syntax_error",
+            ExcType::TimeoutError => "timeout",
+            _ => "runtime_error",
+        }
+    }
+}
+
+/// What a successful call returns to the script, as its stub says: a tool
+/// with an output schema its details (with its text output under
+/// `output`, when that schema's object has no such key), any other its
+/// text output.
+fn returned(schema: Option<&Value>, result: &CallResult) -> MontyObject {
+    let (Some(schema), Some(details)) = (schema, &result.details) else {
+        return MontyObject::String(result.output.clone());
+    };
+    match details {
+        Value::Object(map) if toolcage_stubs::adds_output(schema) => {
+            let mut map = map.clone();
+            map.insert(
+                toolcage_stubs::OUTPUT_KEY.to_string(),
+                Value::String(result.output.clone()),
+            );
+            from_json(&Value::Object(map))
+        }
+        details => from_json(details),
+    }
+}
+
+/// The helpers every script has, beside its tools.
+const HELPERS: [&str; 2] = ["search_tools", "describe_tool"];
+
+fn error(exc_type: ExcType, message: String) -> ExtFunctionResult {
+    ExtFunctionResult::Error(MontyException::new(exc_type, Some(message)))
+}
