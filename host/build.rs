@@ -1,4 +1,4 @@
-//! With the `bundled-tools` feature, builds the standard toolset (fs, calc, fetch)
+//! With the `bundled-tools` feature, builds the standard toolset (fs, calc, fetch, code)
 //! from `guest-tools/` and writes `bundled.rs`, which embeds their bytes.
 
 #[cfg(feature = "bundled-tools")]
@@ -12,9 +12,13 @@ fn main() {
         let mut code = String::from(
             "/// The bundled components: (name, bytes).\npub(crate) const COMPONENTS: &[(&str, &[u8])] = &[\n",
         );
-        for guest in
-            build_support::build_guests(&["toolcage-fs", "toolcage-calc", "toolcage-fetch"])
-        {
+        // Code mode's interpreter is built on its own: its Python stubs
+        // keep JSON objects in order (serde_json's `preserve_order`), which
+        // the other tools' output need not change for.
+        let tools =
+            build_support::build_guests(&["toolcage-fs", "toolcage-calc", "toolcage-fetch"]);
+        let interpreter = build_support::build_guests(&["toolcage-code"]);
+        for guest in tools.into_iter().chain(interpreter) {
             let name = guest.package.trim_start_matches("toolcage-");
             writeln!(
                 code,

@@ -89,6 +89,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::agent::Permissions;
+use crate::catalog::code::CodeMode;
 use crate::catalog::pattern::is_pattern;
 use crate::oci::{Pulled, Store, TrustKey, TrustPolicy};
 use crate::sandbox::settings::references_secret;
@@ -135,6 +136,10 @@ pub struct Config {
     pub secrets: BTreeMap<String, SecretSource>,
     /// Per-component limits and mounts, by component name (file stem).
     pub components: BTreeMap<String, ComponentConfig>,
+    /// Code mode (`[code_mode]`): whether `run_code` is registered, what
+    /// scripts may call, what they may print. Default:
+    /// [`CodeMode::default()`](crate::code_mode::CodeMode).
+    pub code_mode: CodeMode,
     /// The `[permissions]` rules: tool-name pattern → `allow`, `ask` or
     /// `deny`, with the key `default` for calls no rule matches. Default:
     /// allow every call (the grants above are what bound a tool); write
@@ -157,6 +162,7 @@ impl Default for Config {
             network: NetworkConfig::default(),
             secrets: BTreeMap::new(),
             components: BTreeMap::new(),
+            code_mode: CodeMode::default(),
             permissions: Permissions::allow_all(),
         }
     }
@@ -266,7 +272,16 @@ struct RawConfig {
     #[serde(default)]
     components: BTreeMap<String, RawComponent>,
     #[serde(default)]
+    code_mode: RawCodeMode,
+    #[serde(default)]
     permissions: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawCodeMode {
+    enabled: Option<bool>,
+    tools: Option<Vec<String>>,
+    print_kib: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -429,6 +444,7 @@ impl Config {
             network: network(&raw.network, "network", Some(&resolve), &secrets)?,
             components: components(&raw.components, &secrets, &resolve)?,
             secrets,
+            code_mode: code_mode(&raw.code_mode)?,
             permissions: Permissions::from_rules("allow", raw.permissions)
                 .map_err(ConfigError::Permissions)?,
         })
@@ -488,7 +504,10 @@ impl Config {
     pub fn registry_builder(&self, limits: &LimitOverrides) -> Result<RegistryBuilder, Error> {
         let defaults = self.limits.then(limits).apply(crate::Limits::default());
         let secrets: Secrets = self.read_secrets()?.into_iter().collect();
-        let mut builder = crate::Registry::builder().limits(defaults).secrets(secrets);
+        let mut builder = crate::Registry::builder()
+            .limits(defaults)
+            .secrets(secrets)
+            .code_mode(self.code_mode.clone());
         for mount in &self.mounts {
             builder = builder.mount(mount.clone());
         }
@@ -572,6 +591,33 @@ fn secrets(
         secrets.insert(name.clone(), source);
     }
     Ok(secrets)
+}
+
+/// `[code_mode]`.
+fn code_mode(raw: &RawCodeMode) -> Result<CodeMode, ConfigError> {
+    if raw.enabled == Some(false) {
+        return Ok(CodeMode::off());
+    }
+    let mut code_mode = CodeMode::default();
+    if let Some(tools) = &raw.tools {
+        if let Some(pattern) = tools.iter().find(|p| !is_pattern(p)) {
+            return Err(ConfigError::invalid(
+                "code_mode.tools",
+                format!(
+                    "`{pattern}` is not a tool name pattern: use letters, digits, `_` and `-`, with `*` for any run of characters"
+                ),
+            ));
+        }
+        code_mode = code_mode.tools(tools.clone());
+    }
+    match raw.print_kib {
+        Some(0) => Err(ConfigError::invalid(
+            "code_mode.print_kib",
+            "must be greater than 0",
+        )),
+        Some(kib) => Ok(code_mode.print_kib(kib)),
+        None => Ok(code_mode),
+    }
 }
 
 /// `[components.NAME]`: what each component gets on top.

@@ -55,6 +55,7 @@
 pub mod agent;
 mod call;
 mod catalog;
+pub mod code_mode;
 mod config;
 mod error;
 #[cfg(any(feature = "mcp", feature = "otel"))]

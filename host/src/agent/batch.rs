@@ -84,7 +84,7 @@ struct Events {
 ///
 /// # async fn demo(registry: toolcage::Registry, response: serde_json::Value) -> Result<(), Box<dyn std::error::Error>> {
 /// let runner = Runner::new(Arc::new(registry)).permissions(Permissions::allow_all());
-/// let tools = agent::definitions(&runner.registry(), Format::Anthropic); // send with the request
+/// let tools = runner.definitions(Format::Anthropic); // send with the request
 /// let (format, calls) = agent::parse_calls(&response, None)?;
 /// let results = runner.run(calls.clone()).await;
 /// let reply = agent::render_results(format, &calls, &results); // send back to the model
@@ -177,6 +177,13 @@ impl Runner {
     /// The tools it runs calls against, as they are now.
     pub fn registry(&self) -> Arc<Registry> {
         self.registry.current()
+    }
+
+    /// The definitions of its tools in `format`, as its rules show them
+    /// (see [`definitions`](super::definitions)): what to send with a
+    /// request to the model.
+    pub fn definitions(&self, format: super::Format) -> serde_json::Value {
+        super::definitions(&self.registry(), self.policy.permissions(), format)
     }
 
     /// Runs at most `cap` calls of a read-only batch at once (0 counts as

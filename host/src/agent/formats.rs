@@ -15,6 +15,7 @@ use std::str::FromStr;
 
 use serde_json::{Map, Value, json};
 
+use crate::call::Permissions;
 use crate::{Arguments, CallResult, Descriptor, Registry};
 
 /// A provider's wire format.
@@ -113,11 +114,18 @@ impl FromStr for Format {
 /// `strict` as `true`, which would make every optional argument required
 /// (or reject the schema); Chat Completions takes it as `false`, and says the
 /// same when told.
-pub fn definitions(registry: &Registry, format: Format) -> Value {
+///
+/// Code mode's `run_code` is shown as the model should see it under
+/// `permissions`: its description lists the tools a script may call
+/// ([`code_mode::shown`](crate::code_mode::shown)).
+pub fn definitions(registry: &Registry, permissions: &Permissions, format: Format) -> Value {
     Value::Array(
         registry
             .tools()
-            .map(|tool| definition(&tool.descriptor, format))
+            .map(|tool| {
+                let shown = crate::code_mode::shown(registry, permissions, tool);
+                definition(&shown.descriptor, format)
+            })
             .collect(),
     )
 }

@@ -11,10 +11,10 @@
 //! use toolcage::agent::{self, Format, Permission, Permissions, Runner};
 //!
 //! # async fn demo(registry: toolcage::Registry, response: serde_json::Value) -> Result<(), Box<dyn std::error::Error>> {
-//! let tools = agent::definitions(&registry, Format::OpenAi); // `tools` of the request
 //! let runner = Runner::new(Arc::new(registry))
 //!     .permissions(Permissions::allow_all().rule("write_*", Permission::Ask)?)
 //!     .approver(|request: agent::ApprovalRequest| async move { agent::Approval::Approve });
+//! let tools = runner.definitions(Format::OpenAi); // `tools` of the request
 //! let (format, calls) = agent::parse_calls(&response, None)?; // the model's reply
 //! let results = runner.run(calls.clone()).await;
 //! let messages = agent::render_results(format, &calls, &results); // append to the conversation

@@ -11,6 +11,7 @@
 
 #[cfg(feature = "bundled-tools")]
 pub(crate) mod bundled;
+pub(crate) mod code;
 pub(crate) mod component;
 pub(crate) mod live;
 pub mod oci;

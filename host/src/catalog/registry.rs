@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use jsonschema::Validator;
 
+use super::code::{COMPONENT, CodeMode};
 use super::component::{Component, Descriptor, Source};
 use super::oci::{OciError, Pulled, Reference};
 use super::pattern::is_pattern;
@@ -179,6 +180,8 @@ pub(crate) struct Policy {
     pub pulled: Option<Arc<Pulled>>,
     /// Tool name patterns every component may call.
     pub calls: Vec<String>,
+    /// Code mode: whether `run_code` is bundled, and what scripts may call.
+    pub code_mode: CodeMode,
 }
 
 /// What one component gets on top of the defaults.
@@ -217,6 +220,19 @@ impl Policy {
                 ),
             }),
         }
+    }
+
+    /// Gives code mode's component its grant and its print budget, when
+    /// code mode is on.
+    fn grant_code_mode(&mut self) {
+        if !self.code_mode.is_enabled() {
+            return;
+        }
+        let patterns = self.code_mode.tool_patterns().to_vec();
+        let print_kib = self.code_mode.print_limit_kib().to_string();
+        let code = self.components.entry(COMPONENT.to_string()).or_default();
+        code.calls.extend(patterns);
+        code.settings.insert("print_kib".to_string(), print_kib);
     }
 
     fn limits_for(&self, component: &str) -> Limits {
@@ -356,7 +372,10 @@ impl Policy {
 ///   redacted of them;
 /// - settings (`wasi:config/store`): none ([`component_setting`](Self::component_setting));
 /// - calls to other tools (`toolcage:tool/tools`): none, so each is refused
-///   ([`calls`](Self::calls), [`component_calls`](Self::component_calls));
+///   ([`calls`](Self::calls), [`component_calls`](Self::component_calls)),
+///   except those of code mode's `run_code` ([`code_mode`](Self::code_mode)),
+///   whose scripts may call every tool, each under the operator's rules as
+///   a direct call is;
 /// - environment, arguments, stdin: none, and not configurable per tool;
 /// - runtime: one of its own, [`Runtime::new()`], allowing
 ///   [`DEFAULT_MAX_CONCURRENT_CALLS`](crate::DEFAULT_MAX_CONCURRENT_CALLS)
@@ -505,6 +524,17 @@ impl RegistryBuilder {
         self
     }
 
+    /// Code mode ([`CodeMode`]): whether [`Registry::load_bundled`]
+    /// registers `run_code` (with `search_tools` and `describe_tool`), what
+    /// its scripts may call and how much they may print. Its calls are
+    /// nested calls, under the operator's rules and the callee's grants, so
+    /// code mode grants nothing a direct call would not get. Default:
+    /// [`CodeMode::default()`]: on, every tool (`*`), 64 KiB of print.
+    pub fn code_mode(mut self, code_mode: CodeMode) -> Self {
+        self.policy.code_mode = code_mode;
+        self
+    }
+
     /// Resolves the names tools' requests go to with `resolver`. Default:
     /// [`SystemResolver`], the operating system's.
     pub fn resolver(mut self, resolver: impl Resolve) -> Self {
@@ -533,6 +563,7 @@ impl RegistryBuilder {
     /// native code there that toolcage would run.
     pub fn build(self) -> Result<Registry, Error> {
         let mut policy = self.policy;
+        policy.grant_code_mode();
         policy.check_secrets()?;
         policy.check_calls()?;
         let runtime = match self.runtime {
@@ -603,6 +634,16 @@ impl Registry {
     /// The table calls look their tools up in.
     pub(crate) fn table(&self) -> &Arc<ToolTable> {
         &self.tools
+    }
+
+    /// Code mode's settings, as the builder set them.
+    pub fn code_mode(&self) -> &CodeMode {
+        &self.policy.code_mode
+    }
+
+    /// The tool name patterns the tools of `component` may call.
+    pub(crate) fn calls_of(&self, component: &str) -> Arc<[String]> {
+        self.policy.calls_for(component)
     }
 
     /// The tool called `name`.

@@ -273,6 +273,23 @@ const DISTRIBUTION: [Key; 6] = [
         "whether a signature by the key is required",
     ),
 ];
+const CODE_MODE: [Key; 3] = [
+    key(
+        "code_mode.enabled",
+        "true",
+        "whether run_code (with search_tools, describe_tool) is registered",
+    ),
+    key(
+        "code_mode.tools",
+        "[\"*\"]",
+        "the tools (name patterns) a run_code script may call, under [permissions]",
+    ),
+    key(
+        "code_mode.print_kib",
+        "64",
+        "what a script may print, in KiB",
+    ),
+];
 const PERMISSIONS: [Key; 2] = [
     key(
         "permissions.default",
@@ -298,6 +315,7 @@ const KEYS: &[&[Key]] = &[
     &COMPONENT_NETWORK,
     &COMPONENT_REST,
     &DISTRIBUTION,
+    &CODE_MODE,
     &PERMISSIONS,
 ];
 

@@ -18,6 +18,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
 
 use super::{CallContext, FIXED_LIST_TTL, LIVE_LIST_TTL, McpServer, mapping, parse, tasks};
+use crate::code_mode;
 
 /// An [`McpServer`] as rmcp's [`ServerHandler`], to serve it on a transport
 /// of one's own with rmcp (`handler.serve(transport)`). Made with
@@ -72,9 +73,14 @@ impl ServerHandler for Handler {
             false => LIVE_LIST_TTL,
         };
         let registry = self.tools.current();
+        let permissions = self.permissions.load();
         let tools = registry
             .tools()
-            .map(|info| mapping::tool(info, registry.limits(&info.descriptor.name)))
+            .filter(|info| !self.code_mode_only || code_mode::is_code_mode_tool(info))
+            .map(|info| {
+                let shown = code_mode::shown(&registry, &permissions, info);
+                mapping::tool(&shown, registry.limits(&info.descriptor.name))
+            })
             .collect();
         Ok(ListToolsResult::with_all_items(tools)
             .with_ttl_ms(ttl.as_millis() as u64)

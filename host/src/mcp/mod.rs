@@ -128,6 +128,8 @@ pub struct McpServer {
     keep_alive: Option<Duration>,
     /// The tasks made for long calls; `None`: no tasks.
     tasks: Option<tasks::Tasks>,
+    /// Whether `tools/list` shows only code mode's tools.
+    code_mode_only: bool,
     /// Where calls report spans and metrics.
     #[cfg(feature = "otel")]
     telemetry: Option<Telemetry>,
@@ -155,9 +157,20 @@ impl McpServer {
             sessions: Sessions::default(),
             keep_alive: Some(DEFAULT_KEEP_ALIVE),
             tasks: Some(tasks::Tasks::new(TaskOptions::default())),
+            code_mode_only: false,
             #[cfg(feature = "otel")]
             telemetry: None,
         }
+    }
+
+    /// Lists only code mode's tools (`run_code`, `search_tools`,
+    /// `describe_tool`) in `tools/list`, so that a large catalog reaches the
+    /// model as `run_code`'s stubs (or one line per tool) rather than as
+    /// one definition per tool. The other tools stay callable, from scripts
+    /// and directly, under the same rules. Default: every tool is listed.
+    pub fn code_mode_only(mut self, only: bool) -> Self {
+        self.code_mode_only = only;
+        self
     }
 
     /// Makes a call a task (the `io.modelcontextprotocol/tasks` extension

@@ -30,7 +30,7 @@ fn format_names_round_trip() {
 async fn definitions_match_the_golden_files() {
     let registry = echo_registry().await;
     for format in Format::ALL {
-        let definitions = agent::definitions(&registry, format);
+        let definitions = agent::definitions(&registry, &Permissions::allow_all(), format);
         assert_eq!(
             definitions.as_array().unwrap().len(),
             4,
@@ -39,13 +39,13 @@ async fn definitions_match_the_golden_files() {
         golden(&format!("definitions.{format}.json"), &definitions);
     }
     // Spot checks of each shape, beyond the golden files.
-    let openai = agent::definitions(&registry, Format::OpenAi);
+    let openai = agent::definitions(&registry, &Permissions::allow_all(), Format::OpenAi);
     assert_eq!(openai[0]["function"]["name"], "echo");
     assert_eq!(
         openai[0]["function"]["parameters"]["required"],
         json!(["text"])
     );
-    let responses = agent::definitions(&registry, Format::OpenAiResponses);
+    let responses = agent::definitions(&registry, &Permissions::allow_all(), Format::OpenAiResponses);
     let keys: Vec<&String> = responses[0].as_object().unwrap().keys().collect();
     assert_eq!(
         keys,
@@ -62,10 +62,10 @@ async fn definitions_match_the_golden_files() {
         assert_eq!(chat["function"]["strict"], false, "{chat}");
         assert_eq!(responses["strict"], false, "{responses}");
     }
-    let anthropic = agent::definitions(&registry, Format::Anthropic);
+    let anthropic = agent::definitions(&registry, &Permissions::allow_all(), Format::Anthropic);
     let keys: Vec<&String> = anthropic[1].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["name", "description", "input_schema"]);
-    let mcp = agent::definitions(&registry, Format::Mcp);
+    let mcp = agent::definitions(&registry, &Permissions::allow_all(), Format::Mcp);
     assert_eq!(mcp[0]["title"], "Echo");
     assert_eq!(mcp[0]["outputSchema"]["required"], json!(["length"]));
     assert_eq!(

@@ -124,6 +124,9 @@ pub struct GlobalArgs {
     /// Do not register the bundled standard toolset.
     #[arg(long, global = true)]
     pub no_bundled: bool,
+    /// Turn code mode off: no run_code (nor search_tools, describe_tool).
+    #[arg(long, global = true)]
+    pub no_code_mode: bool,
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
@@ -301,6 +304,12 @@ pub enum Command {
         /// so giving both is refused rather than one silently ignored.
         #[arg(long, conflicts_with_all = ["task_after_ms", "task_ttl_s", "task_route"])]
         no_tasks: bool,
+        /// List only code mode's tools (run_code, search_tools,
+        /// describe_tool): the model reaches the others through scripts,
+        /// and a large catalog costs one definition. The others stay
+        /// callable under the same rules.
+        #[arg(long, conflicts_with = "no_code_mode")]
+        code_mode_only: bool,
         /// Watch by polling every N milliseconds, for file systems that send
         /// no change events (implies --watch).
         #[arg(long, value_name = "N")]

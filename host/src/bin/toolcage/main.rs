@@ -145,7 +145,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Inspect { tool } => inspect(&settings, tool, global.json).await,
         Command::Definitions { format } => {
             let registry = settings.registry().await?;
-            print::pretty_json(&toolcage::agent::definitions(&registry, *format))?;
+            print::pretty_json(&toolcage::agent::definitions(
+                &registry,
+                &settings.config.permissions,
+                *format,
+            ))?;
             Ok(ExitCode::SUCCESS)
         }
         command @ Command::Serve { .. } => serve(&settings, global, command).await,
@@ -199,6 +203,7 @@ async fn serve(
         task_ttl_s,
         task_route,
         no_tasks,
+        code_mode_only,
         metrics,
         metrics_addr,
     } = command
@@ -207,6 +212,11 @@ async fn serve(
     };
     if *metrics && http.is_none() && metrics_addr.is_none() {
         bail!("--metrics serves /metrics beside /mcp: use it with --http, or give --metrics-addr");
+    }
+    if *code_mode_only && !settings.code_mode_on() {
+        bail!(
+            "--code-mode-only lists run_code only, but code mode is off (by [code_mode] enabled = false, or no bundled tools)"
+        );
     }
     let telemetry = start_telemetry(*metrics || metrics_addr.is_some())?;
     let mut runtime = Runtime::builder();
@@ -245,6 +255,7 @@ async fn serve(
             true => None,
             false => Some(task_options(*task_after_ms, *task_ttl_s, task_route)?),
         },
+        code_mode_only: *code_mode_only,
         telemetry: telemetry.clone(),
         metrics: *metrics,
         metrics_addr: metrics_addr.clone(),
@@ -326,6 +337,8 @@ struct Settings {
     ca_file: Option<PathBuf>,
     tools: Vec<ToolsSource>,
     bundled: bool,
+    /// `--no-code-mode`, over the config's `[code_mode]`.
+    no_code_mode: bool,
 }
 
 /// The configuration file: `--config`, else `toolcage.toml` if there is one.
@@ -432,11 +445,20 @@ impl Settings {
             ca_file: global.ca_file.clone(),
             tools,
             bundled,
+            no_code_mode: global.no_code_mode,
         })
+    }
+
+    /// Whether `run_code` will be registered.
+    fn code_mode_on(&self) -> bool {
+        self.bundled && !self.no_code_mode && self.config.code_mode.is_enabled()
     }
 
     fn builder(&self) -> Result<toolcage::RegistryBuilder, toolcage::Error> {
         let mut builder = self.config.registry_builder(&self.limits)?;
+        if self.no_code_mode {
+            builder = builder.code_mode(toolcage::code_mode::CodeMode::off());
+        }
         for mount in &self.mounts {
             builder = builder.mount(mount.clone());
         }

@@ -36,6 +36,8 @@ pub struct Serve {
     pub keep_alive_ms: Option<u64>,
     /// How calls become tasks; `None`: never (`--no-tasks`).
     pub tasks: Option<toolcage::mcp::TaskOptions>,
+    /// `--code-mode-only`: `tools/list` shows code mode's tools only.
+    pub code_mode_only: bool,
     /// Spans and metrics, when the OTEL_* variables or `--metrics` ask.
     pub telemetry: Option<Telemetry>,
     /// `--metrics`: `/metrics` beside `/mcp`.
@@ -51,6 +53,7 @@ impl Serve {
             server = server.keep_alive(Some(std::time::Duration::from_millis(ms)));
         }
         server = server.tasks(self.tasks.take());
+        server = server.code_mode_only(self.code_mode_only);
         if let Some(telemetry) = &self.telemetry {
             server = server.telemetry(telemetry.clone());
         }

@@ -1,0 +1,124 @@
+//! Code mode: a model writes a short Python script that calls tools as
+//! functions (`run_code`), and only what the script prints and returns
+//! goes back into its context. This module renders what the model is shown
+//! of it: the callable tools as Python stubs, generated from their JSON
+//! Schemas, in `run_code`'s description. Embedders building a prompt of
+//! their own use [`python_stubs`] and [`callable`].
+//!
+//! Threat model: the stubs show the model what its scripts may call, and
+//! nothing else: a tool the operator's rules deny is neither callable nor
+//! listed, and neither are tools outside code mode's
+//! [`tools`](CodeMode::tools) patterns. The script runs in the `code`
+//! component (Monty, pydantic's Python subset, built to WebAssembly), and
+//! every tool it calls is a nested call on the one call path, so what is
+//! listed here is only a view: the call path decides each call again.
+//! Past [`MAX_LISTED_STUBS`] tools or [`MAX_STUB_BYTES`] of stubs, the
+//! description lists names and one-line summaries only, so a large
+//! catalog does not fill the model's context; the script then asks
+//! `search_tools` and `describe_tool`.
+
+use std::borrow::Cow;
+
+use toolcage_stubs::ToolSpec;
+
+use crate::call::{Permission, Permissions};
+use crate::catalog::code::COMPONENT;
+pub use crate::catalog::code::{CodeMode, DEFAULT_PRINT_KIB, RUN_CODE};
+use crate::catalog::pattern::glob_match;
+use crate::{Registry, ToolInfo};
+
+/// The most tools whose full stubs `run_code`'s description shows.
+pub const MAX_LISTED_STUBS: usize = 30;
+/// The most bytes of stubs `run_code`'s description shows.
+pub const MAX_STUB_BYTES: usize = 8 << 10;
+
+/// Whether `info` is code mode's own tool (`run_code`, `search_tools` or
+/// `describe_tool`): a bundled tool of the `code` component.
+pub fn is_code_mode_tool(info: &ToolInfo) -> bool {
+    info.component == COMPONENT && info.source == crate::Source::Bundled
+}
+
+/// The tools a `run_code` script may call under `permissions`, in load
+/// order: those code mode's patterns (and any `calls` grant of the `code`
+/// component) match, that the rules do not deny, other than code mode's
+/// own. Empty when code mode is off.
+pub fn callable<'r>(registry: &'r Registry, permissions: &Permissions) -> Vec<&'r ToolInfo> {
+    let Some(run_code) = registry
+        .tool(RUN_CODE)
+        .filter(|info| is_code_mode_tool(info))
+    else {
+        return Vec::new();
+    };
+    let patterns = registry.calls_of(&run_code.component);
+    registry
+        .tools()
+        .filter(|info| !is_code_mode_tool(info))
+        .filter(|info| {
+            let name = info.descriptor.name.as_str();
+            patterns.iter().any(|pattern| glob_match(pattern, name))
+                && permissions.permission_for(name) != Permission::Deny
+        })
+        .collect()
+}
+
+fn spec(info: &ToolInfo) -> ToolSpec<'_> {
+    let descriptor = &info.descriptor;
+    ToolSpec {
+        name: &descriptor.name,
+        description: &descriptor.description,
+        input_schema: &descriptor.input_schema,
+        output_schema: descriptor.output_schema.as_ref(),
+        read_only: descriptor.hints.read_only,
+    }
+}
+
+/// The Python stubs of the tools a script may call under `permissions`:
+/// one module text, each tool an `async def` with keyword arguments, its
+/// argument and result types, and its description as the docstring.
+pub fn python_stubs(registry: &Registry, permissions: &Permissions) -> String {
+    let specs: Vec<ToolSpec> = callable(registry, permissions)
+        .into_iter()
+        .map(spec)
+        .collect();
+    toolcage_stubs::python_module(&specs)
+}
+
+/// `run_code`'s description for the model: how a script is written, then
+/// the callable tools, as stubs while they fit ([`MAX_LISTED_STUBS`],
+/// [`MAX_STUB_BYTES`]), otherwise as one line each.
+pub fn run_code_description(registry: &Registry, permissions: &Permissions) -> String {
+    let base = registry
+        .tool(RUN_CODE)
+        .map(|info| info.descriptor.description.as_str())
+        .unwrap_or_default();
+    let tools = callable(registry, permissions);
+    if tools.is_empty() {
+        return format!("{base}\n\nNo tool is callable from a script now.");
+    }
+    let specs: Vec<ToolSpec> = tools.into_iter().map(spec).collect();
+    let stubs = toolcage_stubs::python_module(&specs);
+    if specs.len() <= MAX_LISTED_STUBS && stubs.len() <= MAX_STUB_BYTES {
+        return format!("{base}\n\nThe tools a script can call:\n```python\n{stubs}```");
+    }
+    let lines: Vec<String> = specs.iter().map(toolcage_stubs::one_line).collect();
+    format!(
+        "{base}\n\nThe {} tools a script can call, one line each (`await describe_tool(name)` shows one's signature, `await search_tools(query)` finds them):\n{}",
+        specs.len(),
+        lines.join("\n")
+    )
+}
+
+/// `info` as the model is shown it under `permissions`: `run_code`'s with
+/// the callable tools in its description, every other as it is.
+pub fn shown<'a>(
+    registry: &Registry,
+    permissions: &Permissions,
+    info: &'a ToolInfo,
+) -> Cow<'a, ToolInfo> {
+    if info.descriptor.name != RUN_CODE || !is_code_mode_tool(info) {
+        return Cow::Borrowed(info);
+    }
+    let mut shown = info.clone();
+    shown.descriptor.description = run_code_description(registry, permissions);
+    Cow::Owned(shown)
+}
