@@ -19,6 +19,7 @@
 
 use std::borrow::Cow;
 
+pub use toolcage_stubs::Detail;
 use toolcage_stubs::ToolSpec;
 
 use crate::call::{Permission, Permissions};
@@ -30,7 +31,7 @@ use crate::{Registry, ToolInfo};
 /// The most tools whose full stubs `run_code`'s description shows.
 pub const MAX_LISTED_STUBS: usize = 30;
 /// The most bytes of stubs `run_code`'s description shows.
-pub const MAX_STUB_BYTES: usize = 8 << 10;
+pub const MAX_STUB_BYTES: usize = 16 << 10;
 
 /// Whether `info` is code mode's own tool (`run_code`, `search_tools` or
 /// `describe_tool`): a bundled tool of the `code` component.
@@ -49,7 +50,7 @@ pub fn callable<'r>(registry: &'r Registry, permissions: &Permissions) -> Vec<&'
     else {
         return Vec::new();
     };
-    let patterns = registry.calls_of(&run_code.component);
+    let patterns = registry.calls_of(&run_code.descriptor.name);
     registry
         .tools()
         .filter(|info| !is_code_mode_tool(info))
@@ -74,18 +75,20 @@ fn spec(info: &ToolInfo) -> ToolSpec<'_> {
 
 /// The Python stubs of the tools a script may call under `permissions`:
 /// one module text, each tool an `async def` with keyword arguments, its
-/// argument and result types, and its description as the docstring.
-pub fn python_stubs(registry: &Registry, permissions: &Permissions) -> String {
+/// argument and result types, and its description as the docstring (all
+/// of it, or its first sentence, as `detail` says).
+pub fn python_stubs(registry: &Registry, permissions: &Permissions, detail: Detail) -> String {
     let specs: Vec<ToolSpec> = callable(registry, permissions)
         .into_iter()
         .map(spec)
         .collect();
-    toolcage_stubs::python_module(&specs)
+    toolcage_stubs::python_module(&specs, detail)
 }
 
 /// `run_code`'s description for the model: how a script is written, then
-/// the callable tools, as stubs while they fit ([`MAX_LISTED_STUBS`],
-/// [`MAX_STUB_BYTES`]), otherwise as one line each.
+/// the callable tools, as stubs with brief docstrings while they fit
+/// ([`MAX_LISTED_STUBS`], [`MAX_STUB_BYTES`]), otherwise as one line each;
+/// either way `describe_tool` gives a script a tool's whole stub.
 pub fn run_code_description(registry: &Registry, permissions: &Permissions) -> String {
     let base = registry
         .tool(RUN_CODE)
@@ -96,7 +99,7 @@ pub fn run_code_description(registry: &Registry, permissions: &Permissions) -> S
         return format!("{base}\n\nNo tool is callable from a script now.");
     }
     let specs: Vec<ToolSpec> = tools.into_iter().map(spec).collect();
-    let stubs = toolcage_stubs::python_module(&specs);
+    let stubs = toolcage_stubs::python_module(&specs, Detail::Brief);
     if specs.len() <= MAX_LISTED_STUBS && stubs.len() <= MAX_STUB_BYTES {
         return format!("{base}\n\nThe tools a script can call:\n```python\n{stubs}```");
     }

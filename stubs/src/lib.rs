@@ -76,20 +76,34 @@ pub const OUTPUT_KEY: &str = "output";
 pub fn python_stub(tool: &ToolSpec) -> String {
     let mut shared = Shared::new();
     shared.namer.reserve(tool.name);
-    stub::stub(tool, &mut shared)
+    stub::stub(tool, &mut shared, Detail::Full)
+}
+
+/// How much of each tool's description a stub's docstring holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    /// All of it.
+    Full,
+    /// Its first sentence ([`summary`]): the signatures of a catalog, whose
+    /// full text a script reads with `describe_tool`.
+    Brief,
 }
 
 /// The stubs of several tools as one Python module: the `typing` import of
-/// the names they use, then each tool's stub, separated by a blank line.
-/// Helper type names are unique across the module (and never a tool's).
-pub fn python_module(tools: &[ToolSpec]) -> String {
+/// the names they use, then each tool's stub, separated by a blank line,
+/// its docstring as `detail` says. Helper type names are unique across the
+/// module (and never a tool's).
+pub fn python_module(tools: &[ToolSpec], detail: Detail) -> String {
     let mut shared = Shared::new();
     for tool in tools {
         if ident::is_identifier(tool.name) {
             shared.namer.reserve(tool.name);
         }
     }
-    let stubs: Vec<String> = tools.iter().map(|t| stub::stub(t, &mut shared)).collect();
+    let stubs: Vec<String> = tools
+        .iter()
+        .map(|t| stub::stub(t, &mut shared, detail))
+        .collect();
     let mut out = String::new();
     if !shared.typing.is_empty() {
         let names: Vec<&str> = shared.typing.iter().copied().collect();

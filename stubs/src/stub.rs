@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use crate::ident::{camel, is_identifier};
 use crate::text::{doc_escape, flat, lines, py_literal, py_str};
 use crate::types::{Renderer, Shared, description, properties, required, resolve};
-use crate::{OUTPUT_KEY, ToolSpec, adds_output};
+use crate::{Detail, OUTPUT_KEY, ToolSpec, adds_output, summary};
 
 /// A signature fitting in this many characters stays on one line.
 const LINE_WIDTH: usize = 88;
@@ -24,11 +24,10 @@ const CONSTRAINTS: [&str; 10] = [
     "format",
 ];
 
-const READ_ONLY: &str = "Read-only: calls of it can run together with asyncio.gather.";
-const RETURNS_TEXT: &str = "Returns the tool's text output.";
-const RETURNS_DETAILS: &str = "Returns the tool's structured result (details).";
-const RETURNS_BOTH: &str =
-    "Returns the tool's structured result (details), with its text output under \"output\".";
+const READ_ONLY: &str = "Read-only: asyncio.gather runs its calls in parallel.";
+const RETURNS_TEXT: &str = "Returns its text output.";
+const RETURNS_DETAILS: &str = "Returns its result (details).";
+const RETURNS_BOTH: &str = "Returns its result, with its text output under \"output\".";
 
 /// `schema` with the text output as its required property `output`.
 fn with_output(schema: &Value) -> Value {
@@ -135,7 +134,7 @@ pub(crate) fn default_literal(schema: &Value) -> Option<String> {
 
 /// The stub of `tool`, helpers first; a comment alone for a tool whose
 /// name is not a Python identifier.
-pub(crate) fn stub(tool: &ToolSpec, shared: &mut Shared) -> String {
+pub(crate) fn stub(tool: &ToolSpec, shared: &mut Shared, detail: Detail) -> String {
     if !is_identifier(tool.name) {
         let name = py_str(tool.name);
         return format!("# {name} is not a Python identifier; this script cannot call it.\n");
@@ -160,7 +159,7 @@ pub(crate) fn stub(tool: &ToolSpec, shared: &mut Shared) -> String {
         out.push('\n');
     }
     out.push_str(&def_line(tool.name, &parameters, &returns));
-    out.push_str(&docstring(tool, &args));
+    out.push_str(&docstring(tool, &args, detail));
     out.push_str("    ...\n");
     out
 }
@@ -260,11 +259,14 @@ fn def_line(name: &str, parameters: &[String], returns: &str) -> String {
 
 /// The docstring: the description, `Args:`, what it returns, and whether
 /// it is read-only.
-fn docstring(tool: &ToolSpec, args: &[String]) -> String {
-    let mut body: Vec<String> = lines(tool.description)
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
+fn docstring(tool: &ToolSpec, args: &[String], detail: Detail) -> String {
+    let mut body: Vec<String> = match detail {
+        Detail::Full => lines(tool.description)
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+        Detail::Brief => vec![summary(tool.description)],
+    };
     let mut paragraph = |lines: Vec<String>| {
         if !body.is_empty() {
             body.push(String::new());

@@ -379,7 +379,7 @@ fn return_types() {
     let input = json!({});
     let text = python_stub(&tool("f", &input, None));
     assert!(text.contains("-> str:"));
-    assert!(text.contains("Returns the tool's text output."));
+    assert!(text.contains("Returns its text output."));
     assert!(!text.contains("structured"));
     let output =
         json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
@@ -391,16 +391,14 @@ fn return_types() {
         "{details}"
     );
     assert!(details.contains(") -> CountLinesResult:"));
-    assert!(details.contains(
-        "Returns the tool's structured result (details), with its text output under \"output\"."
-    ));
+    assert!(details.contains("Returns its result, with its text output under \"output\"."));
     assert!(adds_output(&output));
     // A result that names `output` itself keeps it, and gets no text.
     let own = json!({"type": "object", "properties": {"output": {"type": "integer"}}});
     assert!(!adds_output(&own));
     let own = python_stub(&tool("own", &input, Some(&own)));
     assert!(own.contains("output: NotRequired[int]"), "{own}");
-    assert!(own.contains("Returns the tool's structured result (details)."));
+    assert!(own.contains("Returns its result (details)."));
     let list = json!({"type": "array", "items": {"type": "string"}});
     assert!(python_stub(&tool("f", &input, Some(&list))).contains("-> list[str]:"));
     let anything = json!({});
@@ -423,8 +421,8 @@ fn docstrings() {
         doc,
         "\"\"\"  Searches files.\n\n    Line two.\n\n    Args:\n        \
          pattern: Regular expression to search for.\n        path: File or directory to search.\n        \
-         max_results: Stop after this many. (minimum 1)\n\n    Returns the tool's text output.\n\n    \
-         Read-only: calls of it can run together with asyncio.gather.\n    \"\"\"\n    ...\n"
+         max_results: Stop after this many. (minimum 1)\n\n    Returns its text output.\n\n    \
+         Read-only: asyncio.gather runs its calls in parallel.\n    \"\"\"\n    ...\n"
     );
     let bare = json!({"additionalProperties": false});
     let spec = ToolSpec {
@@ -434,7 +432,7 @@ fn docstrings() {
     };
     assert_eq!(
         python_stub(&spec),
-        "async def now() -> str:\n    \"\"\"Returns the tool's text output.\n    \"\"\"\n    ...\n"
+        "async def now() -> str:\n    \"\"\"Returns its text output.\n    \"\"\"\n    ...\n"
     );
 }
 
@@ -479,7 +477,7 @@ fn module_header_and_unique_helper_names() {
         tool("ABC2", &result, Some(&result)),
         tool("not-python", &result, None),
     ];
-    let module = python_module(&tools);
+    let module = python_module(&tools, Detail::Full);
     assert!(
         module.starts_with(
             "from typing import Literal, NotRequired, TypedDict\n\nclass ABC(TypedDict)"
@@ -493,12 +491,28 @@ fn module_header_and_unique_helper_names() {
         "{module}"
     );
     let plain = json!({"properties": {"s": {"type": "string"}}, "required": ["s"]});
-    let module = python_module(&[tool("echo", &plain, None)]);
+    let module = python_module(&[tool("echo", &plain, None)], Detail::Full);
     assert!(
         module.starts_with("async def echo(*, s: str) -> str:"),
         "{module}"
     );
-    assert_eq!(python_module(&[]), "");
+    assert_eq!(python_module(&[], Detail::Full), "");
+}
+
+#[test]
+fn brief_docstrings_hold_the_first_sentence_only() {
+    let input = json!({"properties": {"s": {"type": "string", "description": "The text."}}});
+    let mut spec = tool("echo", &input, None);
+    spec.description = "Echoes its text. Long details follow here.\nAnd more lines.";
+    let brief = python_module(&[spec], Detail::Brief);
+    assert!(brief.contains("\"\"\"Echoes its text.\n"), "{brief}");
+    assert!(
+        !brief.contains("Long details") && !brief.contains("more lines"),
+        "{brief}"
+    );
+    assert!(brief.contains("s: The text."), "{brief}");
+    let full = python_module(&[spec], Detail::Full);
+    assert!(full.contains("Long details follow here.") && full.contains("And more lines."));
 }
 
 #[test]
@@ -616,7 +630,7 @@ fn varied_module() -> String {
         tools.push(tool(name, schema, Some(wrapped)));
         tools.push(tool(name, wrapped, Some(schema)));
     }
-    python_module(&tools)
+    python_module(&tools, Detail::Full)
 }
 
 /// Every stub parses as Python (CPython 3.11+), and runs: its helper types

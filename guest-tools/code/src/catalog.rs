@@ -59,7 +59,7 @@ impl Catalog {
     /// The Python stub of tool `name`.
     pub fn describe(&self, name: &str) -> Option<String> {
         self.get(name)
-            .map(|tool| toolcage_stubs::python_module(&[spec(tool)]))
+            .map(|tool| toolcage_stubs::python_module(&[spec(tool)], toolcage_stubs::Detail::Full))
     }
 }
 

@@ -197,6 +197,7 @@ impl State<'_> {
                     .to_string()
             }
             "run_code" => " A script cannot run a script: write the code here.".to_string(),
+            module if MODULES.contains(&module) => format!(" Import it first: `import {module}`."),
             _ => format!(" Callable tools: {}.", self.catalog.names().join(", ")),
         };
         MontyException::new(
@@ -414,6 +415,20 @@ fn returned(schema: Option<&Value>, result: &CallResult) -> MontyObject {
         details => from_json(details),
     }
 }
+
+/// The standard modules a script may import.
+pub const MODULES: [&str; 10] = [
+    "asyncio",
+    "json",
+    "re",
+    "math",
+    "datetime",
+    "collections",
+    "itertools",
+    "functools",
+    "typing",
+    "dataclasses",
+];
 
 /// The helpers every script has, beside its tools.
 const HELPERS: [&str; 2] = ["search_tools", "describe_tool"];

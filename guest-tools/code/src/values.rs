@@ -61,6 +61,7 @@ pub fn to_json(value: &MontyObject) -> Value {
                 .map(|(k, v)| (key(k), to_json(v)))
                 .collect::<Map<_, _>>(),
         ),
+        MontyObject::Repr(text) => Value::String(text.clone()),
         other => Value::String(other.to_string()),
     }
 }

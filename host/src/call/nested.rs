@@ -143,6 +143,10 @@ pub(crate) struct Tree {
     listed: Mutex<Vec<NestedCall>>,
     policy: Option<Arc<CallPolicy>>,
     events: Option<NestedSink>,
+    /// The root call's cancellation: once it is cancelled (its caller
+    /// stopped it, or an approval must be asked before it can go on), no
+    /// nested call of the tree starts.
+    stop: Option<CancelToken>,
 }
 
 /// A tree's budget, from its root's limits.
@@ -170,7 +174,13 @@ impl Tree {
             listed: Mutex::new(Vec::new()),
             policy: options.policy.clone(),
             events: options.nested.clone(),
+            stop: options.cancel().cloned(),
         })
+    }
+
+    /// Whether the root was stopped.
+    fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(CancelToken::is_cancelled)
     }
 
     /// Counts a nested call asked for: its number in the tree (from 1).
@@ -509,8 +519,8 @@ impl Caller {
     }
 
     /// Why the `n`-th nested call of the tree, `request`, is refused
-    /// before the path, if it is: the number of calls, the grant, the
-    /// depth and the bytes, then the caller's time.
+    /// before the path, if it is: a stopped tree, the number of calls, the
+    /// grant, the depth and the bytes, then the caller's time.
     fn refusal(
         &self,
         n: u64,
@@ -519,6 +529,10 @@ impl Caller {
     ) -> Option<(ErrorKind, String)> {
         let tool = request.name.as_str();
         let budget = self.tree.budget;
+        if self.tree.stopped() {
+            let output = format!("`{tool}` was not called: its call tree was stopped.");
+            return Some((ErrorKind::Cancelled, output));
+        }
         if n > u64::from(budget.calls) {
             let output = format!(
                 "`{tool}` was not called: this call tree made its {} nested calls, its limit (`nested_calls`). Do the rest in fewer calls, or in another call from the model.",

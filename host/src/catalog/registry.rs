@@ -197,15 +197,26 @@ pub(crate) struct ComponentPolicy {
 }
 
 impl Policy {
-    /// The tool name patterns `component` may call: the shared ones and
-    /// its own.
-    fn calls_for(&self, component: &str) -> Arc<[String]> {
+    /// The tool name patterns `component` (from `source`) may call: the
+    /// shared ones and its own; for code mode's bundled component, code
+    /// mode's too. Only the bundled one: a component of the same name from
+    /// a directory gets nothing of code mode's grant.
+    fn calls_for(&self, component: &str, source: &Source) -> Arc<[String]> {
         let own = self.components.get(component).map(|c| &c.calls);
+        let code_mode = self.is_code_mode(component, source);
+        let code_mode = code_mode.then(|| self.code_mode.tool_patterns());
         self.calls
             .iter()
             .chain(own.into_iter().flatten())
+            .chain(code_mode.into_iter().flatten())
             .cloned()
             .collect()
+    }
+
+    /// Whether `component` from `source` is code mode's interpreter, with
+    /// code mode on.
+    fn is_code_mode(&self, component: &str, source: &Source) -> bool {
+        self.code_mode.is_enabled() && component == COMPONENT && *source == Source::Bundled
     }
 
     /// Refuses a `calls` pattern that is not a tool name pattern.
@@ -220,19 +231,6 @@ impl Policy {
                 ),
             }),
         }
-    }
-
-    /// Gives code mode's component its grant and its print budget, when
-    /// code mode is on.
-    fn grant_code_mode(&mut self) {
-        if !self.code_mode.is_enabled() {
-            return;
-        }
-        let patterns = self.code_mode.tool_patterns().to_vec();
-        let print_kib = self.code_mode.print_limit_kib().to_string();
-        let code = self.components.entry(COMPONENT.to_string()).or_default();
-        code.calls.extend(patterns);
-        code.settings.insert("print_kib".to_string(), print_kib);
     }
 
     fn limits_for(&self, component: &str) -> Limits {
@@ -287,12 +285,16 @@ impl Policy {
     }
 
     /// The component's settings.
-    fn settings_for(&self, component: &str) -> Arc<ComponentSettings> {
-        let map = self
+    fn settings_for(&self, component: &str, source: &Source) -> Arc<ComponentSettings> {
+        let mut map = self
             .components
             .get(component)
             .map(|p| p.settings.clone())
             .unwrap_or_default();
+        if self.is_code_mode(component, source) {
+            let print_kib = self.code_mode.print_limit_kib().to_string();
+            map.insert("print_kib".to_string(), print_kib);
+        }
         Arc::new(ComponentSettings::new(map))
     }
 
@@ -563,7 +565,6 @@ impl RegistryBuilder {
     /// native code there that toolcage would run.
     pub fn build(self) -> Result<Registry, Error> {
         let mut policy = self.policy;
-        policy.grant_code_mode();
         policy.check_secrets()?;
         policy.check_calls()?;
         let runtime = match self.runtime {
@@ -641,9 +642,12 @@ impl Registry {
         &self.policy.code_mode
     }
 
-    /// The tool name patterns the tools of `component` may call.
-    pub(crate) fn calls_of(&self, component: &str) -> Arc<[String]> {
-        self.policy.calls_for(component)
+    /// The tool name patterns the tool called `name` may call (its
+    /// component's grant); none for a name no tool has.
+    pub(crate) fn calls_of(&self, name: &str) -> Arc<[String]> {
+        self.entry(name)
+            .map(|entry| entry.component.calls.clone())
+            .unwrap_or_default()
     }
 
     /// The tool called `name`.
@@ -848,12 +852,12 @@ impl Registry {
     ) -> Result<Prepared, LoadError> {
         let limits = self.policy.limits_for(&name);
         let (pre, hash) = self.compile(content?, &source, &limits).await?;
-        let tools = self.describe(&name, pre.clone(), limits).await?;
+        let tools = self.describe(&name, &source, pre.clone(), limits).await?;
         let grants = Grants {
             limits,
             mounts: self.policy.mounts_for(&name),
             network: self.policy.network_for(&name),
-            settings: self.policy.settings_for(&name),
+            settings: self.policy.settings_for(&name, &source),
             secrets: self.policy.secrets.clone(),
         };
         let held = grants
@@ -862,7 +866,7 @@ impl Registry {
             .map(|mount| (mount.clone(), self.policy.held[mount.host()].clone()))
             .collect();
         let files = Files::new(held).map_err(|e| LoadError::Mount(with_causes(&e)))?;
-        let calls = self.policy.calls_for(&name);
+        let calls = self.policy.calls_for(&name, &source);
         let component = Arc::new(Component {
             grants_hash: grants_hash(&grants, &calls),
             calls,
@@ -910,6 +914,7 @@ impl Registry {
     async fn describe(
         &self,
         name: &str,
+        source: &Source,
         pre: Compiled,
         limits: Limits,
     ) -> Result<Vec<CheckedTool>, LoadError> {
@@ -919,7 +924,7 @@ impl Registry {
                 limits,
                 mounts: Vec::new(),
                 network: None,
-                settings: self.policy.settings_for(name),
+                settings: self.policy.settings_for(name, source),
                 secrets: self.policy.secrets.clone(),
             },
             files: None,

@@ -69,6 +69,10 @@ fn object(schema: &Value) -> Arc<JsonObject> {
 /// block. An error result never carries `structuredContent`, which clients
 /// check against the output schema even when `isError` is set.
 pub fn call_result(result: CallResult, has_output_schema: bool) -> CallToolResult {
+    // A failure's details have no place in the content (which holds what
+    // the model reads) nor in `structuredContent` (which a client checks
+    // against the output schema of a success): they go with the figures.
+    let failure_details = result.details.clone().filter(|_| result.is_error);
     let mut content = vec![ContentBlock::text(result.output)];
     let mut mapped = if result.is_error {
         CallToolResult::error(content)
@@ -95,6 +99,9 @@ pub fn call_result(result: CallResult, has_output_schema: bool) -> CallToolResul
     }
     if let Some(usage) = &result.nested_usage {
         figures["nested_usage"] = json!(usage);
+    }
+    if let Some(details) = failure_details {
+        figures["details"] = details;
     }
     meta.insert(CALL_META_KEY.to_string(), figures);
     mapped.meta = Some(meta);

@@ -308,7 +308,7 @@ pub enum Command {
         /// describe_tool): the model reaches the others through scripts,
         /// and a large catalog costs one definition. The others stay
         /// callable under the same rules.
-        #[arg(long, conflicts_with = "no_code_mode")]
+        #[arg(long)]
         code_mode_only: bool,
         /// Watch by polling every N milliseconds, for file systems that send
         /// no change events (implies --watch).

@@ -215,7 +215,7 @@ async fn serve(
     }
     if *code_mode_only && !settings.code_mode_on() {
         bail!(
-            "--code-mode-only lists run_code only, but code mode is off (by [code_mode] enabled = false, or no bundled tools)"
+            "--code-mode-only lists run_code only, but code mode is off (by --no-code-mode, --no-bundled, or [code_mode] enabled = false or bundled = false in the config)"
         );
     }
     let telemetry = start_telemetry(*metrics || metrics_addr.is_some())?;
