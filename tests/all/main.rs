@@ -6,6 +6,7 @@ mod calls;
 mod capabilities;
 mod cli;
 mod clients;
+mod code_mode;
 mod docs;
 mod file_attacks;
 mod filesystem;

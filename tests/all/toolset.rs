@@ -576,7 +576,10 @@ async fn a_dropped_read_file_is_shadowed_by_the_bundled_one() {
             "glob",
             "grep",
             "calc",
-            "fetch"
+            "fetch",
+            "run_code",
+            "search_tools",
+            "describe_tool"
         ]
     );
 }

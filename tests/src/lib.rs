@@ -127,7 +127,22 @@ static TOOLCAGE_BIN: LazyLock<PathBuf> = LazyLock::new(|| {
         .status()
         .expect("cargo runs");
     assert!(status.success(), "building the toolcage binary failed");
-    profile_dir.join("toolcage")
+    let bin = profile_dir.join("toolcage");
+    // The tests start many `toolcage` processes at once: compile the
+    // bundled components into the shared compile cache first, once,
+    // rather than in every one of them (code mode's interpreter alone
+    // takes a while).
+    let warm = Command::new(&bin)
+        .arg("list")
+        .env_remove("TOOLCAGE_NO_CACHE")
+        .output()
+        .expect("toolcage runs");
+    assert!(
+        warm.status.success(),
+        "toolcage list failed: {}",
+        String::from_utf8_lossy(&warm.stderr)
+    );
+    bin
 });
 
 /// A `toolcage` command, the binary built once per test run.

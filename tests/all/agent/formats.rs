@@ -45,7 +45,11 @@ async fn definitions_match_the_golden_files() {
         openai[0]["function"]["parameters"]["required"],
         json!(["text"])
     );
-    let responses = agent::definitions(&registry, &Permissions::allow_all(), Format::OpenAiResponses);
+    let responses = agent::definitions(
+        &registry,
+        &Permissions::allow_all(),
+        Format::OpenAiResponses,
+    );
     let keys: Vec<&String> = responses[0].as_object().unwrap().keys().collect();
     assert_eq!(
         keys,

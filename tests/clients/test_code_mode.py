@@ -1,0 +1,482 @@
+"""Code mode (`run_code`, `search_tools`, `describe_tool`) over MCP, through
+the official Python SDK on stdio, with the bundled tools and the echo and
+misbehave fixtures:
+
+- `run_code`'s description shows the callable tools as Python stubs that
+  CPython parses and runs, and so does `describe_tool` for every callable
+  tool; a tool the operator's `[permissions]` deny is neither shown, nor
+  found by `search_tools`, nor callable from a script (NameError);
+- `serve --code-mode-only` lists only code mode's tools, whose scripts still
+  reach the others; `--no-code-mode` removes code mode's tools;
+- a chain of nested calls (glob, read_file of each file at once, grep)
+  returns only the script's summary, and its `calls` log lists each call;
+- a script's `ask` call is put to the user with elicitation, once per call
+  (declined, the script gets PermissionError), on 2026-07-28 and on the
+  older revisions; a client without elicitation gets a refusal saying why;
+- cancelling a script stops it and the call it waits on, freeing their
+  sandbox slots at once;
+- hostile scripts (an endless loop, a syntax error, a script running a
+  script, endless recursion, printing or allocation) end as error results
+  saying why, and the server keeps serving.
+"""
+
+import ast
+import inspect
+import json
+import re
+import time
+from contextlib import asynccontextmanager
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+
+from conftest import BIN, TOOLS
+
+# `mode` (conftest.py): the older revisions' handshake, or 2026-07-28.
+pytestmark = pytest.mark.anyio
+
+META = "dev.toolcage/call"
+CODE_MODE_TOOLS = {"run_code", "search_tools", "describe_tool"}
+STUBS_HEADER = "The tools a script can call:"
+ALLOW_ALL = '[permissions]\ndefault = "allow"\n'
+# Few enough tools for `run_code`'s description to show their whole stubs
+# (it shows one line per tool past 8 KiB of stubs).
+FEW_TOOLS = '[code_mode]\ntools = ["read_file", "write_file", "glob", "calc", "echo", "misbehave"]\n'
+
+
+def toolcage_args(tmp_path, config=ALLOW_ALL, flags=(), serve=()):
+    """`toolcage` arguments serving the bundled tools (so code mode is on)
+    and the fixtures of TOOLS under `config` (a toolcage.toml's text),
+    with global `flags` and `serve` flags."""
+    path = tmp_path / "toolcage.toml"
+    path.write_text(config)
+    return ["--tools", TOOLS, "--config", str(path), *flags, "serve", *serve]
+
+
+@asynccontextmanager
+async def serving(args, mode="legacy", **options):
+    """A Client connected over stdio to `toolcage ARGS`."""
+    server = StdioServerParameters(command=BIN, args=args)
+    async with Client(server, mode=mode, **options) as client:
+        yield client
+
+
+async def tool_names(client):
+    return {tool.name for tool in (await client.list_tools()).tools}
+
+
+async def run(client, code):
+    """`run_code` of `code`: the CallToolResult."""
+    return await client.call_tool("run_code", {"code": code})
+
+
+def text(result):
+    return result.content[0].text
+
+
+def result_of(result):
+    """A successful `run_code`'s details: {"result", "calls"}."""
+    assert not result.is_error, f"the script failed: {text(result)}"
+    details = result.structured_content
+    assert details is not None and "calls" in details, f"no details: {result}"
+    return details
+
+
+def error_kind(result):
+    """The error kind toolcage reports for a call in `_meta`."""
+    return result.meta[META]["error_kind"]
+
+
+def script_error(result):
+    """The `error` of a failed `run_code`'s details, when the client got them.
+
+    Error results carry no `structuredContent` over MCP (host/src/mcp/
+    mapping.rs: clients check it against the output schema even when
+    `isError` is set), so this is None today; should toolcage send it, it
+    is checked too."""
+    details = result.structured_content
+    return None if details is None else details.get("error")
+
+
+def python_block(description):
+    """The ```python block of `run_code`'s description, after STUBS_HEADER."""
+    assert STUBS_HEADER in description, f"no stubs in run_code's description:\n{description}"
+    found = re.search(r"```python\n(.*)```\s*\Z", description.split(STUBS_HEADER, 1)[1], re.S)
+    assert found, f"no ```python block after {STUBS_HEADER!r}:\n{description}"
+    return found.group(1)
+
+
+def stub_functions(source):
+    """Parses and runs `source` (Python stubs) with CPython; returns the
+    names of the async functions it defines, checking that each takes
+    keyword arguments only, as scripts must call them."""
+    tree = ast.parse(source)
+    functions = [node for node in tree.body if isinstance(node, ast.AsyncFunctionDef)]
+    for function in functions:
+        arguments = function.args
+        assert not arguments.posonlyargs and not arguments.args and not arguments.vararg, (
+            f"{function.name} takes positional arguments:\n{ast.unparse(function)}"
+        )
+    namespace = {}
+    exec(compile(tree, "<stubs>", "exec"), namespace)
+    names = [function.name for function in functions]
+    for name in names:
+        assert inspect.iscoroutinefunction(namespace[name]), f"{name} is not async"
+    return names
+
+
+def callable_names(message):
+    """The names after "Callable tools:" in a refusal's message."""
+    found = re.search(r"Callable tools: ([^.]*)\.", message)
+    assert found, f"no list of callable tools in: {message}"
+    return set(found.group(1).split(", "))
+
+
+# --- Stubs, search and the operator's rules ----------------------------------
+
+
+async def test_run_code_shows_the_callable_tools_as_stubs_python_runs(tmp_path):
+    async with serving(toolcage_args(tmp_path, ALLOW_ALL + FEW_TOOLS)) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert CODE_MODE_TOOLS <= tools.keys(), sorted(tools)
+        run_code = tools["run_code"]
+        assert run_code.input_schema["required"] == ["code"], run_code.input_schema
+        assert run_code.output_schema["required"] == ["calls"], run_code.output_schema
+        names = stub_functions(python_block(run_code.description))
+        # The code mode patterns, in load order; never code mode's own tools.
+        assert names == ["read_file", "write_file", "glob", "calc", "echo", "misbehave"], names
+        # The stubs are what scripts call: keyword arguments, awaited.
+        result = await run(client, "r = await calc(expression='6 * 7')\nr['result']")
+        assert result_of(result)["result"] == 42, text(result)
+
+
+async def test_describe_tool_gives_every_callable_tool_a_stub_python_runs(tmp_path):
+    async with serving(toolcage_args(tmp_path)) as client:
+        # By default a script may call every tool but code mode's own.
+        expected = await tool_names(client) - CODE_MODE_TOOLS
+        assert {"read_file", "calc", "echo", "misbehave", "counter"} <= expected, expected
+        unknown = await client.call_tool("describe_tool", {"name": "no_such_tool"})
+        assert unknown.is_error, text(unknown)
+        assert callable_names(text(unknown)) == expected, text(unknown)
+        for name in sorted(expected):
+            described = await client.call_tool("describe_tool", {"name": name})
+            assert not described.is_error, f"describe_tool({name}): {text(described)}"
+            assert stub_functions(text(described)) == [name], text(described)
+        # Whether run_code's description holds whole stubs or one line each
+        # (past 8 KiB of stubs), every callable tool is shown there.
+        description = next(
+            tool.description for tool in (await client.list_tools()).tools
+            if tool.name == "run_code"
+        )
+        if "```python" in description:
+            assert set(stub_functions(python_block(description))) == expected
+        else:
+            shown = set(re.findall(r"^(\w+)\(", description, re.M))
+            assert shown == expected, description
+
+
+async def test_a_denied_tool_is_neither_shown_nor_found_nor_callable(tmp_path):
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "a.txt").write_text("alpha\n")
+    config = '[permissions]\ndefault = "allow"\n"write_*" = "deny"\n\n' + FEW_TOOLS
+    args = toolcage_args(tmp_path, config, ["--mount", f"{workspace}:/workspace:rw"])
+    async with serving(args) as client:
+        run_code = next(t for t in (await client.list_tools()).tools if t.name == "run_code")
+        names = stub_functions(python_block(run_code.description))
+        assert "write_file" not in names and "read_file" in names, names
+        # search_tools, over MCP and from a script.
+        found = await client.call_tool("search_tools", {"query": "file"})
+        assert not found.is_error and "read_file(" in text(found), text(found)
+        assert "write_file" not in text(found), text(found)
+        result = await run(client, '[t["name"] for t in await search_tools(query="file")]')
+        found_in_script = result_of(result)["result"]
+        assert "read_file" in found_in_script and "write_file" not in found_in_script, found_in_script
+        described = await client.call_tool("describe_tool", {"name": "write_file"})
+        assert described.is_error and "No tool a script can call" in text(described), text(described)
+        # Calling it is a NameError listing what is callable.
+        result = await run(client, 'await write_file(path="/workspace/b.txt", content="x")')
+        assert result.is_error, text(result)
+        assert "NameError: name 'write_file' is not defined" in text(result), text(result)
+        listed = callable_names(text(result))
+        assert "read_file" in listed and "write_file" not in listed, listed
+        assert not (workspace / "b.txt").exists(), "the denied write happened"
+        assert "nested" not in result.meta[META], "a denied tool was called"
+
+
+# --- Which tools are listed ---------------------------------------------------
+
+
+async def test_code_mode_only_lists_code_modes_tools_whose_scripts_reach_the_rest(tmp_path):
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "note.txt").write_text("hello from the mount\n")
+    args = toolcage_args(
+        tmp_path, flags=["--mount", f"{workspace}:/workspace"], serve=["--code-mode-only"]
+    )
+    async with serving(args) as client:
+        assert await tool_names(client) == CODE_MODE_TOOLS
+        run_code = next(t for t in (await client.list_tools()).tools if t.name == "run_code")
+        assert "read_file" in run_code.description, "the hidden tools are not shown as stubs"
+        result = await run(client, 'r = await read_file(path="/workspace/note.txt")\nr["output"]')
+        details = result_of(result)
+        assert details["result"] == "hello from the mount\n", details
+        assert [(c["tool"], c["ok"]) for c in details["calls"]] == [("read_file", True)], details
+        # Unlisted is not uncallable: the same rules apply to a direct call.
+        direct = await client.call_tool("read_file", {"path": "/workspace/note.txt"})
+        assert not direct.is_error and text(direct) == "hello from the mount\n", text(direct)
+
+
+async def test_no_code_mode_removes_code_modes_tools(tmp_path):
+    async with serving(toolcage_args(tmp_path, flags=["--no-code-mode"])) as client:
+        names = await tool_names(client)
+        assert not names & CODE_MODE_TOOLS, sorted(names)
+        assert {"read_file", "calc", "echo"} <= names, sorted(names)
+
+
+# --- A chain of nested calls --------------------------------------------------
+
+# Lines only the files hold: none may reach the client.
+SECRETS = ["BODY-ALPHA-7731", "BODY-BETA-1402", "BODY-GAMMA-5518"]
+
+CHAIN = """
+import asyncio
+found = await glob(pattern="**/*.py", path="/workspace")
+files = [path for path in found["matches"] if not path.endswith("/")]
+texts = await asyncio.gather(*[read_file(path=path) for path in files])
+lines = sum([t["total_lines"] for t in texts])
+longest = max([len(line) for t in texts for line in t["output"].splitlines()])
+todos = await grep(pattern="TODO", path="/workspace", glob="*.py")
+print(f"read {len(files)} files")
+{"files": len(files), "lines": lines, "longest": longest, "todos": todos["match_count"]}
+"""
+
+
+async def test_a_chain_returns_only_the_summary_and_logs_each_call(tmp_path):
+    workspace = tmp_path / "workspace"
+    (workspace / "src" / "pkg").mkdir(parents=True)
+    (workspace / "docs").mkdir()
+    (workspace / "src" / "main.py").write_text(f"# {SECRETS[0]}\n# TODO: tidy\nx = 1\n")
+    (workspace / "src" / "pkg" / "util.py").write_text(f"# {SECRETS[1]}\ny = 2  # TODO\n")
+    (workspace / "src" / "pkg" / "data.py").write_text(f"# {SECRETS[2]}\n")
+    (workspace / "docs" / "notes.md").write_text("TODO: not Python\n")
+    args = toolcage_args(tmp_path, flags=["--mount", f"{workspace}:/workspace"])
+    async with serving(args) as client:
+        result = await run(client, CHAIN)
+        details = result_of(result)
+        summary = {"files": 3, "lines": 6, "longest": len(f"# {SECRETS[0]}"), "todos": 2}
+        assert details["result"] == summary, details
+        assert text(result) == "read 3 files\n" + json.dumps(summary, separators=(",", ":"))
+        everything = json.dumps([block.text for block in result.content])
+        for secret in SECRETS:
+            assert secret not in everything, f"a file's content reached the client: {everything}"
+        calls = details["calls"]
+        assert [c["tool"] for c in calls] == ["glob"] + ["read_file"] * 3 + ["grep"], calls
+        assert all(c["ok"] and c["error_kind"] is None for c in calls), calls
+        assert all(c["arguments_bytes"] > 0 and c["ms"] >= 0 for c in calls), calls
+        # The log's calls are the nested calls toolcage ran and reports.
+        nested = result.meta[META]["nested"]
+        assert {c["call_id"] for c in calls} == {n["call_id"] for n in nested}, (calls, nested)
+        assert len({c["call_id"] for c in calls}) == 5, calls
+        assert all(n["depth"] == 1 and not n["is_error"] for n in nested), nested
+
+
+# --- Approval of a script's calls ---------------------------------------------
+
+ASK_WRITES = '[permissions]\ndefault = "allow"\nwrite_file = "ask"\n'
+
+WRITE_TWO = """
+done = []
+for name in ["a.txt", "b.txt"]:
+    try:
+        await write_file(path="/rw/" + name, content="from " + name)
+        done.append("wrote " + name)
+    except PermissionError as e:
+        done.append("refused " + name + ": " + str(e))
+done
+"""
+
+
+def answering(approve):
+    """An elicitation callback answering each question with
+    `approve(question)` (True, False, or None to decline the form), and the
+    questions it got. On 2026-07-28 the questions a run comes to arrive
+    together, in no set order, so a user's answer depends on the question."""
+    asked = []
+
+    async def answer(context, params):
+        asked.append(params.message)
+        approved = approve(params.message)
+        if approved is None:
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content={"approve": approved})
+
+    return answer, asked
+
+
+def read_write_mount(tmp_path):
+    directory = tmp_path / "rw"
+    directory.mkdir()
+    return directory, ["--mount", f"{directory}:/rw:rw"]
+
+
+async def test_a_scripts_ask_is_put_to_the_user_and_a_refusal_raises(tmp_path, mode):
+    directory, flags = read_write_mount(tmp_path)
+    # Yes to a.txt; the form declined for b.txt.
+    answer, asked = answering(lambda question: True if "a.txt" in question else None)
+    args = toolcage_args(tmp_path, ASK_WRITES, flags)
+    async with serving(args, mode, elicitation_callback=answer) as client:
+        result = await run(client, WRITE_TWO)
+    details = result_of(result)
+    assert len(asked) == 2, asked
+    for name in ["a.txt", "b.txt"]:
+        [question] = [q for q in asked if f'"path": "/rw/{name}"' in q]
+        assert "`write_file`" in question and "as the tool `run_code` asks" in question, question
+        assert f'"content": "from {name}"' in question, question
+    done = details["result"]
+    assert done[0] == "wrote a.txt", done
+    assert done[1].startswith("refused b.txt: ") and "declined" in done[1], done
+    assert (directory / "a.txt").read_text() == "from a.txt"
+    assert not (directory / "b.txt").exists(), "a declined write happened"
+    outcomes = [(c["tool"], c["ok"], c["error_kind"]) for c in details["calls"]]
+    assert outcomes == [
+        ("write_file", True, None), ("write_file", False, "permission_denied")
+    ], details["calls"]
+
+
+async def test_one_approval_covers_one_call_of_a_script(tmp_path, mode):
+    """The same write twice: asked about twice, each answer for one call."""
+    directory, flags = read_write_mount(tmp_path)
+    answer, asked = answering(lambda question: True)
+    script = """
+for i in range(2):
+    await write_file(path="/rw/same.txt", content="same\\n")
+(await read_file(path="/rw/same.txt"))["output"]
+"""
+    args = toolcage_args(tmp_path, ASK_WRITES, flags)
+    async with serving(args, mode, elicitation_callback=answer) as client:
+        result = await run(client, script)
+    details = result_of(result)
+    assert len(asked) == 2, f"one approval covered {3 - len(asked)} calls: {asked}"
+    assert asked[0] == asked[1], asked
+    assert details["result"] == "same\n", details
+    assert (directory / "same.txt").read_text() == "same\n"
+    assert [(c["tool"], c["ok"]) for c in details["calls"]] == [
+        ("write_file", True), ("write_file", True), ("read_file", True)
+    ], details["calls"]
+
+
+async def test_an_uncaught_refusal_ends_the_script_with_permission_error(tmp_path, mode):
+    directory, flags = read_write_mount(tmp_path)
+    answer, asked = answering(lambda question: False)
+    script = 'await write_file(path="/rw/c.txt", content="c")\n"not reached"'
+    args = toolcage_args(tmp_path, ASK_WRITES, flags)
+    async with serving(args, mode, elicitation_callback=answer) as client:
+        result = await run(client, script)
+    assert len(asked) == 1, asked
+    assert result.is_error, text(result)
+    assert "PermissionError: write_file: The user refused this call" in text(result), text(result)
+    assert "not reached" not in text(result)
+    assert not (directory / "c.txt").exists()
+
+
+async def test_a_scripts_ask_without_elicitation_is_refused_saying_why(tmp_path, mode):
+    directory, flags = read_write_mount(tmp_path)
+    async with serving(toolcage_args(tmp_path, ASK_WRITES, flags), mode) as client:
+        result = await run(client, WRITE_TWO)
+    done = result_of(result)["result"]
+    for line in done:
+        assert line.startswith("refused "), done
+        assert "no one can approve them here" in line, done
+        assert "does not support elicitation" in line, done
+    assert list(directory.iterdir()) == [], "a write nobody approved happened"
+
+
+# --- Cancellation -------------------------------------------------------------
+
+
+async def test_cancelling_a_script_stops_it_and_the_call_it_waits_on(tmp_path, mode):
+    """Two sandbox slots: the script and its sleeping call hold both. Once
+    the client cancels, a script calling a tool (two slots again) runs at
+    once, so neither kept its slot; uncancelled, it would wait until the
+    sleep's 20 s timeout."""
+    args = toolcage_args(
+        tmp_path, flags=["--timeout-ms", "20000"], serve=["--max-concurrent-calls", "2"]
+    )
+    async with serving(args, mode) as client:
+        started = time.monotonic()
+        with anyio.move_on_after(0.5):
+            # Sleeps until the 20 s timeout unless cancelled.
+            await run(client, 'await misbehave(mode="sleep")\n"woke"')
+            pytest.fail("the sleeping script returned")
+        assert time.monotonic() - started < 2
+        started = time.monotonic()
+        direct = await client.call_tool("calc", {"expression": "1 + 1"})
+        assert text(direct) == "2", text(direct)
+        result = await run(client, '(await calc(expression="6 * 7"))["result"]')
+        elapsed = time.monotonic() - started
+        assert result_of(result)["result"] == 42, text(result)
+        assert elapsed < 2, f"the next calls took {elapsed:.2f} s: a slot was still held"
+        assert result.meta[META]["slot_wait_ms"] < 1000, result.meta[META]
+
+
+# --- Hostile scripts ----------------------------------------------------------
+
+# (script, toolcage's error kind, what the text says, the error's line)
+HOSTILE = {
+    "endless loop": (
+        "while True:\n    pass\n", "timeout", ["time limit of 2 s"], None,
+    ),
+    "syntax error": (
+        "total = 0\nfor i in range(3)\n    total += i\ntotal\n",
+        "tool_error", ["SyntaxError", 'File "script.py", line 2'], 2,
+    ),
+    "run_code from a script": (
+        'await run_code(code="1")\n',
+        "tool_error", ["NameError: name 'run_code' is not defined", "cannot run a script"], 1,
+    ),
+    "endless recursion": (
+        "def f(n):\n    return f(n + 1)\nf(0)\n",
+        "tool_error", ["RecursionError"], None,
+    ),
+    "endless printing": (
+        'while True:\n    print("x" * 1000)\n',
+        "tool_error", ["MemoryError", "65536 bytes"], 2,
+    ),
+    "endless allocation": (
+        'x = "a"\nwhile True:\n    x = x + x\n',
+        "memory_limit", ["memory limit of 256 MiB"], None,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+async def test_a_hostile_script_is_an_error_saying_why_and_the_server_keeps_serving(
+    tmp_path, case
+):
+    code, kind, says, line = HOSTILE[case]
+    # Unlimited fuel: only the 2 s timeout ends the loop.
+    args = toolcage_args(tmp_path, flags=["--fuel", "unlimited", "--timeout-ms", "2000"])
+    async with serving(args) as client:
+        started = time.monotonic()
+        result = await run(client, code)
+        elapsed = time.monotonic() - started
+        assert result.is_error, f"{case} succeeded: {text(result)[:2000]}"
+        assert error_kind(result) == kind, result.meta[META]
+        for words in says:
+            assert words in text(result), f"{words!r} not in: {text(result)[-2000:]}"
+        assert elapsed < 6, f"{case} took {elapsed:.2f} s"
+        # Printing is capped: the text is what was kept, then the error.
+        assert len(text(result)) < 70_000, len(text(result))
+        error = script_error(result)
+        if error is not None:
+            assert line is None or error["line"] == line, error
+            if case == "syntax error":
+                assert error["kind"] == "syntax_error", error
+        # Still serving: a direct call, and a script.
+        direct = await client.call_tool("calc", {"expression": "2 + 2"})
+        assert text(direct) == "4", text(direct)
+        again = await run(client, "(await calc(expression='3 * 3'))['result']")
+        assert result_of(again)["result"] == 9, text(again)
