@@ -368,6 +368,33 @@ for i in range(2):
     ], details["calls"]
 
 
+async def test_an_approval_does_not_repeat_what_the_script_did_before_it(tmp_path, mode):
+    """On 2026-07-28 the server cannot ask while the script runs: the run
+    stops at the question and the client retries with the answer. The
+    retry answers the calls with effects made before the question from the
+    first run's record, so the edit happens once, as on the older
+    revisions, where the script waits for the answer."""
+    directory, flags = read_write_mount(tmp_path)
+    (directory / "log.txt").write_text("END\n")
+    answer, asked = answering(lambda question: True)
+    script = """
+await edit_file(path="/rw/log.txt", old_text="END", new_text="step\\nEND")
+await write_file(path="/rw/after.txt", content="after")
+(await read_file(path="/rw/log.txt"))["output"]
+"""
+    args = toolcage_args(tmp_path, ASK_WRITES, flags)
+    async with serving(args, mode, elicitation_callback=answer) as client:
+        result = await run(client, script)
+    details = result_of(result)
+    assert len(asked) == 1, asked
+    assert (directory / "log.txt").read_text() == "step\nEND\n", "the edit ran twice"
+    assert (directory / "after.txt").read_text() == "after"
+    assert details["result"] == "step\nEND\n", details
+    assert [(c["tool"], c["ok"]) for c in details["calls"]] == [
+        ("edit_file", True), ("write_file", True), ("read_file", True)
+    ], details["calls"]
+
+
 async def test_an_uncaught_refusal_ends_the_script_with_permission_error(tmp_path, mode):
     directory, flags = read_write_mount(tmp_path)
     answer, asked = answering(lambda question: False)

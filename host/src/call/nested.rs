@@ -23,6 +23,7 @@
 //! Nothing is granted that a direct call would not get, and every refusal
 //! is a result the caller reads, never a trap of its own.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -41,6 +42,16 @@ use crate::sandbox::human_bytes;
 use crate::sandbox::limits::Limits;
 use crate::sandbox::outcome::{CancelToken, GuestEvent};
 use crate::sandbox::{CallableTool, NestedRequest, NestedResponse, ToolCalls};
+
+/// The error kinds of calls that ran (and so may have had effects).
+const RAN: [&str; 6] = [
+    "tool_error",
+    "timeout",
+    "out_of_fuel",
+    "memory_limit",
+    "output_limit",
+    "trap",
+];
 
 /// The most nested calls a call's result lists; later ones are run but
 /// not listed.
@@ -147,6 +158,41 @@ pub(crate) struct Tree {
     /// stopped it, or an approval must be asked before it can go on), no
     /// nested call of the tree starts.
     stop: Option<CancelToken>,
+    /// The answers of an earlier run, and how many times this run made
+    /// each call with effects (tool and arguments).
+    replay: Option<(Arc<dyn Replay>, Occurrences)>,
+}
+
+/// How many times a run made each call (by its binding).
+type Occurrences = Mutex<HashMap<String, u32>>;
+
+/// A nested call's answer, kept so that a re-run of its tree can give it
+/// without running the call again.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Recorded {
+    pub call_id: String,
+    pub is_error: bool,
+    pub error_kind: Option<String>,
+    pub output: String,
+    pub details: Option<String>,
+}
+
+/// Where a tree's nested calls with effects are kept between runs.
+///
+/// Threat model: a tree is run again from its start when its root must
+/// first ask a question it could not ask while running (2026-07-28 MCP, whose
+/// server may not send requests): a script that wrote a file and then
+/// called an `ask` tool would write it again on the retry. Each call of a
+/// tool that is not read-only and ran is kept here, keyed by its tool, its
+/// arguments and which occurrence of them in the run it is, and a re-run
+/// that makes the same call at the same point gets its answer instead.
+/// Read-only calls run again. What is kept comes back from the client, so
+/// it can only tell the tool what the client could anyway.
+pub(crate) trait Replay: Send + Sync {
+    /// The answer an earlier run got for the call `key`.
+    fn recorded(&self, key: &str) -> Option<Recorded>;
+    /// Keeps the answer this run got for the call `key`.
+    fn record(&self, key: String, recorded: Recorded);
 }
 
 /// A tree's budget, from its root's limits.
@@ -175,7 +221,60 @@ impl Tree {
             policy: options.policy.clone(),
             events: options.nested.clone(),
             stop: options.cancel().cloned(),
+            replay: options
+                .replay
+                .clone()
+                .map(|replay| (replay, Mutex::default())),
         })
+    }
+
+    /// The replay key of a call of `tool` (not read-only) with `arguments`:
+    /// its binding and which occurrence of it in this run it is; `None`
+    /// when the tree keeps no replay.
+    fn replay_key(&self, tool: &str, arguments: &str) -> Option<String> {
+        let (_, seen) = self.replay.as_ref()?;
+        let binding = blake3::hash(format!("{tool}\n{arguments}").as_bytes()).to_hex();
+        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+        let count = seen.entry(binding.to_string()).or_insert(0);
+        *count += 1;
+        Some(format!("{binding}.{count}"))
+    }
+
+    /// The answer an earlier run got for the call `key`.
+    fn replayed(&self, key: &str) -> Option<NestedResponse> {
+        let (replay, _) = self.replay.as_ref()?;
+        let recorded = replay.recorded(key)?;
+        Some(NestedResponse {
+            call_id: recorded.call_id,
+            is_error: recorded.is_error,
+            error_kind: recorded
+                .error_kind
+                .as_deref()
+                .and_then(ErrorKind::from_name)
+                .map(ErrorKind::as_str),
+            output: recorded.output,
+            details: recorded.details,
+        })
+    }
+
+    /// Keeps `response` for a re-run, when its call ran.
+    fn record(&self, key: String, response: &NestedResponse) {
+        let Some((replay, _)) = &self.replay else {
+            return;
+        };
+        let ran = !response.is_error || response.error_kind.is_some_and(|kind| RAN.contains(&kind));
+        if ran {
+            replay.record(
+                key,
+                Recorded {
+                    call_id: response.call_id.clone(),
+                    is_error: response.is_error,
+                    error_kind: response.error_kind.map(str::to_string),
+                    output: response.output.clone(),
+                    details: response.details.clone(),
+                },
+            );
+        }
     }
 
     /// Whether the root was stopped.
@@ -397,8 +496,18 @@ impl Caller {
             .collect()
     }
 
-    /// Runs one nested call through the path, and answers it.
+    /// Runs one nested call through the path, and answers it; or answers
+    /// it as an earlier run of the tree got answered, for a call with
+    /// effects (see [`Replay`]).
     async fn one(&self, request: NestedRequest, deadline: Instant) -> NestedResponse {
+        let key = self
+            .table
+            .get(&request.name)
+            .filter(|entry| !entry.info.descriptor.hints.read_only)
+            .and_then(|_| self.tree.replay_key(&request.name, &request.arguments));
+        if let Some(answer) = key.as_deref().and_then(|key| self.tree.replayed(key)) {
+            return answer;
+        }
         let Prepared {
             call,
             options,
@@ -407,7 +516,11 @@ impl Caller {
         } = self.prepare(request, deadline);
         let report = call.run(options).await;
         drop(cancel);
-        self.answer(report, reported)
+        let response = self.answer(report, reported);
+        if let Some(key) = key {
+            self.tree.record(key, &response);
+        }
+        response
     }
 
     /// The call `request` asks for, refused before the path when the

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::nested::{NestedEvent, NestedSink, Nesting};
+use super::nested::{NestedEvent, NestedSink, Nesting, Replay};
 use super::{CallPolicy, Tracer};
 use crate::sandbox::outcome::{CancelToken, GuestEvent};
 
@@ -21,6 +21,8 @@ pub struct CallOptions {
     pub(super) nested: Option<NestedSink>,
     /// Where the call sits in its tree, when a tool made it.
     pub(super) nesting: Option<Nesting>,
+    /// What a re-run of the call's tree answers from the run before it.
+    pub(super) replay: Option<Arc<dyn Replay>>,
 }
 
 impl CallOptions {
@@ -57,6 +59,14 @@ impl CallOptions {
     }
 
     /// Checks the call against `policy`: its permission rules and approver,
+    /// Answers the nested calls with effects that an earlier run of this
+    /// call already made from `replay`, rather than running them again (a
+    /// 2026-07-28 MCP client retrying a call with an answer).
+    pub(crate) fn replay(mut self, replay: Arc<dyn Replay>) -> Self {
+        self.replay = Some(replay);
+        self
+    }
+
     /// its result cache, its telemetry. Default: none (every tool allowed).
     pub fn policy(mut self, policy: impl Into<Arc<CallPolicy>>) -> Self {
         self.policy = Some(policy.into());

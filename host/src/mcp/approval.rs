@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::CancelToken;
 use crate::agent::{Approval, ApprovalRequest, Approver};
+use crate::call::{Recorded, Replay};
 
 /// Why a client without elicitation cannot approve a call.
 pub const NO_ELICITATION: &str =
@@ -101,7 +102,16 @@ pub struct Round {
     /// arguments): an answer approves one occurrence, not every call alike.
     seen: Mutex<BTreeMap<String, u32>>,
     stop: CancelToken,
+    /// The nested calls with effects this run and the runs before it made
+    /// (see [`Replay`]), carried in the request state.
+    done: Mutex<BTreeMap<String, Recorded>>,
 }
+
+/// The most bytes of nested calls' answers a request state carries; past
+/// it, an answer is kept without its details and with its output cut.
+const MAX_DONE_BYTES: usize = 256 << 10;
+/// What is kept of an answer's output past [`MAX_DONE_BYTES`].
+const CUT_OUTPUT_CHARS: usize = 1024;
 
 /// The request state a 2026-07-28 call's input-required result carries: the
 /// call it is about, the answers given so far, and the questions it asks
@@ -112,6 +122,8 @@ struct State {
     answers: BTreeMap<String, Value>,
     #[serde(default)]
     asked: Vec<String>,
+    #[serde(default)]
+    done: BTreeMap<String, Recorded>,
 }
 
 impl Round {
@@ -127,15 +139,15 @@ impl Round {
             .as_deref()
             .and_then(|state| serde_json::from_str::<State>(state).ok())
             .filter(|state| state.call == call);
-        let answers = match state {
-            None => BTreeMap::new(),
+        let (answers, done) = match state {
+            None => (BTreeMap::new(), BTreeMap::new()),
             Some(mut state) => {
                 let given = request.input_responses.iter().flatten();
                 let asked = given.filter(|(key, _)| state.asked.contains(key));
                 state
                     .answers
                     .extend(asked.map(|(key, value)| (key.clone(), value.clone())));
-                state.answers
+                (state.answers, state.done)
             }
         };
         Round {
@@ -144,6 +156,7 @@ impl Round {
             asked: Mutex::default(),
             seen: Mutex::default(),
             stop,
+            done: Mutex::new(done),
         }
     }
 
@@ -201,9 +214,31 @@ impl Round {
             call: self.call.clone(),
             answers: self.answers.clone(),
             asked: asked.keys().cloned().collect(),
+            done: self.done.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         };
         let state = serde_json::to_string(&state).expect("a state serializes");
         InputRequiredResult::new(Some(asked), Some(state))
+    }
+}
+
+impl Replay for Round {
+    fn recorded(&self, key: &str) -> Option<Recorded> {
+        let done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        done.get(key).cloned()
+    }
+
+    fn record(&self, key: String, mut recorded: Recorded) {
+        let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        let size = |r: &Recorded| r.output.len() + r.details.as_ref().map_or(0, String::len);
+        let kept: usize = done.values().map(size).sum();
+        if kept + size(&recorded) > MAX_DONE_BYTES {
+            recorded.details = None;
+            if let Some((cut, _)) = recorded.output.char_indices().nth(CUT_OUTPUT_CHARS) {
+                recorded.output.truncate(cut);
+                recorded.output.push_str(" […]");
+            }
+        }
+        done.insert(key, recorded);
     }
 }
 

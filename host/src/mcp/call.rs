@@ -129,13 +129,16 @@ impl McpServer {
             #[cfg(feature = "otel")]
             origin,
         );
-        let options = CallOptions::new()
+        let mut options = CallOptions::new()
             .call_id(call.id())
             .policy(policy)
             .cancel_token(cancel.clone())
             .on_event(move |event| {
                 events.send(event).ok();
             });
+        if let Some(round) = &round {
+            options = options.replay(round.clone());
+        }
         // Set when the call becomes a task: its request is answered, so
         // neither the request's cancellation nor its notifications apply
         // any more (the extension cancels with `tasks/cancel`, and sends no

@@ -156,6 +156,27 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind.
+    const ALL: [ErrorKind; 12] = [
+        ErrorKind::NotFound,
+        ErrorKind::InvalidArguments,
+        ErrorKind::ToolError,
+        ErrorKind::OutOfFuel,
+        ErrorKind::Timeout,
+        ErrorKind::MemoryLimit,
+        ErrorKind::OutputLimit,
+        ErrorKind::Trap,
+        ErrorKind::Cancelled,
+        ErrorKind::PermissionDenied,
+        ErrorKind::Unsupported,
+        ErrorKind::NestedLimit,
+    ];
+
+    /// The kind named `name` ([`as_str`](Self::as_str)'s), if any.
+    pub(crate) fn from_name(name: &str) -> Option<ErrorKind> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+
     /// The kind's name as it appears in JSON (`out_of_fuel`, …).
     pub fn as_str(self) -> &'static str {
         match self {
