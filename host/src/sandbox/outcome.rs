@@ -343,6 +343,14 @@ mod tests {
     use toolcage::tool::host::Host;
 
     #[test]
+    fn every_kind_is_found_by_its_name() {
+        for kind in ErrorKind::ALL {
+            assert_eq!(ErrorKind::from_name(kind.as_str()), Some(kind));
+        }
+        assert_eq!(ErrorKind::from_name("no_such_kind"), None);
+    }
+
+    #[test]
     fn events_are_capped_in_count_and_size() {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink: EventSink = {
