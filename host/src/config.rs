@@ -938,6 +938,27 @@ mod tests {
     }
 
     #[test]
+    fn code_mode_parses_and_refuses_bad_values() {
+        assert_eq!(parse("").unwrap().code_mode, CodeMode::default());
+        let config = parse("[code_mode]\ntools = [\"read_*\", \"calc\"]\nprint_kib = 8").unwrap();
+        assert_eq!(
+            config.code_mode,
+            CodeMode::default().tools(["read_*", "calc"]).print_kib(8)
+        );
+        let off = parse("[code_mode]\nenabled = false").unwrap();
+        assert!(!off.code_mode.is_enabled());
+        let error = parse("[code_mode]\ntools = [\"a b\"]").unwrap_err();
+        assert!(
+            error.contains("code_mode.tools") && error.contains("`a b` is not a tool name pattern"),
+            "{error}"
+        );
+        let error = parse("[code_mode]\nprint_kib = 0").unwrap_err();
+        assert!(error.contains("code_mode.print_kib"), "{error}");
+        let error = parse("[code_mode]\nlanguage = \"js\"").unwrap_err();
+        assert!(error.contains("language"), "{error}");
+    }
+
+    #[test]
     fn secrets_injections_and_settings_parse() {
         let config = parse(
             r#"
