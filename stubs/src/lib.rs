@@ -84,8 +84,9 @@ pub fn python_stub(tool: &ToolSpec) -> String {
 pub enum Detail {
     /// All of it.
     Full,
-    /// Its first sentence ([`summary`]): the signatures of a catalog, whose
-    /// full text a script reads with `describe_tool`.
+    /// Its first sentence ([`summary`]), and no descriptions of result
+    /// fields or constraints of arguments: the signatures of a catalog,
+    /// whose full text a script reads with `describe_tool`.
     Brief,
 }
 
@@ -95,6 +96,7 @@ pub enum Detail {
 /// module (and never a tool's).
 pub fn python_module(tools: &[ToolSpec], detail: Detail) -> String {
     let mut shared = Shared::new();
+    shared.brief = detail == Detail::Brief;
     for tool in tools {
         if ident::is_identifier(tool.name) {
             shared.namer.reserve(tool.name);

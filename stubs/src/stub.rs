@@ -184,14 +184,14 @@ fn parameters<'v>(
             let name = r.typed_dict(map, &format!("{prefix}Arguments"), Some(prefix), 0);
             r.uses("Unpack");
             let parameter = format!("**arguments: Unpack[{name}]");
-            (vec![parameter], arg_lines(map, input))
+            (vec![parameter], arg_lines(map, input, r.brief()))
         }
         Shape::Keywords(map) => {
             let mut out = vec!["*".to_owned()];
             for param in params(map) {
                 out.push(keyword(r, &param, prefix));
             }
-            (out, arg_lines(map, input))
+            (out, arg_lines(map, input, r.brief()))
         }
     }
 }
@@ -209,11 +209,15 @@ fn keyword<'v>(r: &mut Renderer<'_, 'v>, param: &Param<'v>, prefix: &str) -> Str
     }
 }
 
-/// `name: description (constraints)` for each property with either.
-fn arg_lines(map: &Map<String, Value>, root: &Value) -> Vec<String> {
+/// `name: description (constraints)` for each property with either; the
+/// description alone when `brief`.
+fn arg_lines(map: &Map<String, Value>, root: &Value, brief: bool) -> Vec<String> {
     let mut out = Vec::new();
     for param in params(map) {
-        let notes = constraints(param.schema, root);
+        let notes = match brief {
+            true => String::new(),
+            false => constraints(param.schema, root),
+        };
         let text = match (flat(description(param.schema)), notes.is_empty()) {
             (text, true) => text,
             (text, false) if text.is_empty() => format!("({notes})"),

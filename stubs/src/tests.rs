@@ -501,8 +501,9 @@ fn module_header_and_unique_helper_names() {
 
 #[test]
 fn brief_docstrings_hold_the_first_sentence_only() {
-    let input = json!({"properties": {"s": {"type": "string", "description": "The text."}}});
-    let mut spec = tool("echo", &input, None);
+    let input = json!({"properties": {"s": {"type": "string", "description": "The text.", "maxLength": 9}}});
+    let output = json!({"type": "object", "properties": {"n": {"type": "integer", "description": "A count."}}});
+    let mut spec = tool("echo", &input, Some(&output));
     spec.description = "Echoes its text. Long details follow here.\nAnd more lines.";
     let brief = python_module(&[spec], Detail::Brief);
     assert!(brief.contains("\"\"\"Echoes its text.\n"), "{brief}");
@@ -510,9 +511,17 @@ fn brief_docstrings_hold_the_first_sentence_only() {
         !brief.contains("Long details") && !brief.contains("more lines"),
         "{brief}"
     );
-    assert!(brief.contains("s: The text."), "{brief}");
+    assert!(brief.contains("s: The text.\n"), "{brief}");
+    assert!(
+        !brief.contains("maxLength") && !brief.contains("A count."),
+        "{brief}"
+    );
     let full = python_module(&[spec], Detail::Full);
     assert!(full.contains("Long details follow here.") && full.contains("And more lines."));
+    assert!(
+        full.contains("s: The text. (maxLength 9)") && full.contains("# A count."),
+        "{full}"
+    );
 }
 
 #[test]

@@ -70,6 +70,9 @@ pub(crate) struct Shared {
     pub(crate) typing: BTreeSet<&'static str>,
     /// Helper type definitions not yet written out, in dependency order.
     pub(crate) helpers: Vec<String>,
+    /// Whether the text is brief ([`Detail::Brief`](crate::Detail)): no
+    /// descriptions of fields, no constraints.
+    pub(crate) brief: bool,
 }
 
 impl Shared {
@@ -78,6 +81,7 @@ impl Shared {
             namer: Namer::new(),
             typing: BTreeSet::new(),
             helpers: Vec::new(),
+            brief: false,
         }
     }
 }
@@ -99,6 +103,11 @@ pub(crate) struct Renderer<'s, 'v> {
 }
 
 impl<'s, 'v> Renderer<'s, 'v> {
+    /// Whether the text is brief.
+    pub(crate) fn brief(&self) -> bool {
+        self.shared.brief
+    }
+
     /// A renderer for schemas in `root`, naming helpers `<prefix>...`.
     pub(crate) fn new(shared: &'s mut Shared, root: &'v Value, prefix: &str) -> Self {
         Self {
@@ -359,7 +368,10 @@ impl<'s, 'v> Renderer<'s, 'v> {
                 self.uses("NotRequired");
                 format!("NotRequired[{}]", ty.render())
             };
-            let comment = flat(description(schema));
+            let comment = match self.shared.brief {
+                true => String::new(),
+                false => flat(description(schema)),
+            };
             fields.push(Field {
                 key: key.clone(),
                 ty,
@@ -367,7 +379,11 @@ impl<'s, 'v> Renderer<'s, 'v> {
             });
         }
         self.uses("TypedDict");
-        let definition = typed_dict_text(&name, flat(description_of(map)), &fields);
+        let doc = match self.shared.brief {
+            true => String::new(),
+            false => flat(description_of(map)),
+        };
+        let definition = typed_dict_text(&name, doc, &fields);
         self.shared.helpers.push(definition);
         name
     }

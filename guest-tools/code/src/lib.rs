@@ -29,10 +29,10 @@ const DEFAULT_PRINT_KIB: usize = 64;
 
 /// How a script is written, for the model. The host appends the callable
 /// tools' stubs.
-pub const DESCRIPTION: &str = "Runs a Python script that calls tools as functions, and returns only what it prints and its last expression's value. Use it to chain several tool calls, or to filter, count or join their results, in one step instead of many.\n\
-The language is Monty, a subset of Python 3: functions, loops, comprehensions, f-strings, dicts, lists, sets, try/except, and the modules asyncio, json, re, math, datetime, collections, itertools, functools, typing and dataclasses (import them as usual). There are no classes with inheritance, no other modules, no files, network or environment: the script reaches the world only through the tools it calls, each under its own permissions.\n\
-Every tool is an async function taking keyword arguments: `r = await read_file(path=\"/a.txt\")`. Await several at once with `await asyncio.gather(...)`; read-only tools then run in parallel. A tool with a declared result returns it as dicts, lists and scalars; any other returns its text output. A failed call raises: PermissionError (refused by the operator's rules), ValueError (invalid arguments, listing every complaint), TimeoutError, NameError (no such tool), RuntimeError (the tool failed, its kind in brackets); catch them with try/except. `await search_tools(query)` finds tools and `await describe_tool(name)` returns one's signature.\n\
-The last line's value is the result, so end with an expression (e.g. `summary`), not an assignment.";
+pub const DESCRIPTION: &str = "Runs a Python script that calls tools as functions; only what it prints and its last expression's value come back. Use it to chain tool calls, or to filter, count or join their results, in one step.\n\
+Language: Monty, a subset of Python 3 (functions, loops, comprehensions, f-strings, try/except; modules asyncio, json, re, math, datetime, collections, itertools, functools, typing, dataclasses). No class inheritance, no other modules, no files, network or environment: only the tools below reach the world, each under its own permissions.\n\
+Tools are async and take keyword arguments: `r = await read_file(path=\"/a.txt\")`; `await asyncio.gather(...)` runs several at once. A failed call raises PermissionError (refused), ValueError (invalid arguments), NameError (no such tool), TimeoutError or RuntimeError (the tool failed, its kind in brackets). `await search_tools(query)` and `await describe_tool(name)` look tools up.\n\
+End with an expression: its value is the result.";
 
 #[derive(serde::Deserialize)]
 struct RunArgs {
