@@ -49,6 +49,7 @@ mod trace;
 
 pub use cache::ResultCache;
 pub use nested::{MAX_LISTED_NESTED, NestedCall, NestedEvent, NestedUsage};
+#[cfg(feature = "mcp")]
 pub(crate) use nested::{Recorded, Replay};
 pub use options::CallOptions;
 pub use permissions::{Approval, ApprovalRequest, Approver, Permission, Permissions};

@@ -62,6 +62,7 @@ impl CallOptions {
     /// Answers the nested calls with effects that an earlier run of this
     /// call already made from `replay`, rather than running them again (a
     /// 2026-07-28 MCP client retrying a call with an answer).
+    #[cfg(feature = "mcp")]
     pub(crate) fn replay(mut self, replay: Arc<dyn Replay>) -> Self {
         self.replay = Some(replay);
         self
