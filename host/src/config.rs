@@ -415,7 +415,7 @@ impl Config {
     }
 
     /// Parses `text`, resolving relative paths against `base`. The error
-    /// names the offending key; the keys taken are [`keys()`].
+    /// names the offending key; the keys taken are [`keys()`](Self::keys).
     pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(ConfigError::Toml)?;
         keys::check(text)?;

@@ -14,7 +14,7 @@ pub enum ConfigError {
     /// message points at it in the text.
     #[error("{}", .0.to_string().trim_end())]
     Toml(#[source] toml::de::Error),
-    /// A key no table entry ([`keys()`](super::keys)) takes, pointed at in
+    /// A key no table entry ([`keys()`](crate::Config::keys)) takes, pointed at in
     /// the text, with the keys taken there.
     #[error("{message}")]
     UnknownKey {
