@@ -170,6 +170,35 @@ def test_mcp_definitions(tools):
     assert echo["annotations"]["readOnlyHint"] is True
 
 
+def test_code_modes_definitions_in_every_format(tmp_path):
+    """With the bundled tools (code mode on), `run_code` and its helpers are
+    valid definitions for each SDK, `run_code`'s description carrying the
+    callable tools' stubs."""
+    env = {key: value for key, value in os.environ.items() if key != "RUST_LOG"}
+
+    def bundled(format):
+        done = subprocess.run(
+            [BIN, "definitions", "--format", format],
+            capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr
+        return {tool.get("name") or tool["function"]["name"]: tool for tool in json.loads(done.stdout)}
+
+    checks = {
+        "openai": lambda tool: check_typed(ChatCompletionToolParam, tool),
+        "openai-responses": lambda tool: check_typed(FunctionToolParam, tool),
+        "anthropic": lambda tool: check_typed(ToolParam, tool),
+        "mcp": lambda tool: check_model(mcp_types.Tool, tool),
+    }
+    for format, check in checks.items():
+        tools_ = bundled(format)
+        for name in ["run_code", "search_tools", "describe_tool"]:
+            check(tools_[name])
+        run_code = tools_["run_code"]
+        description = run_code.get("description") or run_code["function"]["description"]
+        assert "async def read_file(" in description, format
+
+
 # ---------------------------------------------------------------------------
 # OpenAI Chat Completions
 
