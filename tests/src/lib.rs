@@ -16,6 +16,11 @@ pub mod net;
 #[doc = include_str!("../../docs/src/embed/index.md")]
 pub mod book_embed {}
 
+/// The code mode example of the book (its prompt built by an embedder),
+/// compiled as a doctest.
+#[doc = include_str!("../../docs/src/code-mode.md")]
+pub mod book_code_mode {}
+
 /// The agent-loop example of the book, compiled as a doctest.
 #[doc = include_str!("../../docs/src/embed/agent.md")]
 pub mod book_agent {}
