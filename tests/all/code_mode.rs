@@ -215,6 +215,11 @@ async fn a_large_catalog_is_listed_one_line_per_tool_and_searched_from_a_script(
             .contains("async def read_file(\n    *,\n    path: str,"),
         "{value}"
     );
+    // A search returns at most 20 tools: here 40 match.
+    let found = script(&registry, "len(await search_tools(\"one of many\"))").await;
+    assert_eq!(ok(&found), 20);
+    let found = script(&registry, "len(await search_tools(\"tool_39\"))").await;
+    assert_eq!(ok(&found), 1);
 }
 
 #[tokio::test]

@@ -313,3 +313,56 @@ fn binding(tool: &str, arguments: &Value) -> String {
     let text = format!("{tool}\n{arguments}");
     blake3::hash(text.as_bytes()).to_hex().to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(state: Option<String>) -> rmcp::model::CallToolRequestParams {
+        let mut request: rmcp::model::CallToolRequestParams =
+            serde_json::from_value(serde_json::json!({ "name": "run_code" })).unwrap();
+        request.request_state = state;
+        request
+    }
+
+    fn answer(output: usize) -> Recorded {
+        Recorded {
+            call_id: "c.1".into(),
+            is_error: false,
+            error_kind: None,
+            output: "x".repeat(output),
+            details: Some("{}".into()),
+        }
+    }
+
+    #[test]
+    fn answers_are_kept_in_full_to_their_cap_then_cut_and_carried_to_the_retry() {
+        let round = Round::new(&request(None), None, CancelToken::new());
+        round.record("a".into(), answer(100 << 10));
+        round.record("b".into(), answer(100 << 10));
+        round.record("c".into(), answer(100 << 10));
+        assert_eq!(round.recorded("a"), Some(answer(100 << 10)));
+        assert_eq!(round.recorded("b"), Some(answer(100 << 10)));
+        let cut = round.recorded("c").unwrap();
+        assert_eq!(cut.details, None);
+        assert_eq!(cut.output, format!("{} […]", "x".repeat(CUT_OUTPUT_CHARS)));
+        assert_eq!(round.recorded("d"), None);
+        // The retry, with the state the question carried, has them all.
+        let state = round.input_required().request_state;
+        let retry = Round::new(&request(state), None, CancelToken::new());
+        assert_eq!(retry.recorded("a"), Some(answer(100 << 10)));
+        assert_eq!(retry.recorded("c"), Some(cut));
+        // A state about another call (other arguments) is not taken.
+        let other = Round::new(
+            &request(None),
+            Some(&serde_json::json!({})),
+            CancelToken::new(),
+        );
+        other.record("a".into(), answer(1));
+        let state = other.input_required().request_state;
+        assert_eq!(
+            Round::new(&request(state), None, CancelToken::new()).recorded("a"),
+            None
+        );
+    }
+}
