@@ -5,9 +5,12 @@
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolcage::{CallOptions, CallResult, Grant, GuestEvent, Injection, Registry, Secret, Secrets};
+use toolcage::{
+    CallOptions, CallResult, Grant, GuestEvent, Injection, Limits, Registry, Secret, Secrets,
+};
 use toolcage_tests::net::{Server, TestCa};
 use toolcage_tests::{builder, guests, quick_limits, registry, toolcage};
 
@@ -603,7 +606,12 @@ async fn a_panic_in_the_sender_fails_the_request_and_shows_no_secret() {
     let port = server.port();
     let registry = registry(
         builder()
-            .limits(quick_limits())
+            // Time enough on a loaded machine: the limit is not what this
+            // tests.
+            .limits(Limits {
+                timeout: Duration::from_secs(20),
+                ..quick_limits()
+            })
             .resolver(|name: &str| -> std::io::Result<Vec<IpAddr>> {
                 panic!("the test resolver fails on {name}")
             })
