@@ -93,6 +93,7 @@ use crate::catalog::code::CodeMode;
 use crate::catalog::pattern::is_pattern;
 use crate::oci::{Pulled, Store, TrustKey, TrustPolicy};
 use crate::sandbox::settings::references_secret;
+use crate::upstream::{EnvValue, McpServer, McpServerError};
 use crate::{
     Cidr, Error, Grant, Injection, LimitOverrides, Mount, RegistryBuilder, Secret, Secrets,
     ToolsSource,
@@ -140,6 +141,9 @@ pub struct Config {
     /// scripts may call, what they may print. Default:
     /// [`CodeMode::default()`](crate::code_mode::CodeMode).
     pub code_mode: CodeMode,
+    /// Upstream MCP servers (`[mcp_servers.NAME]`) whose tools join the
+    /// registry after every other tool, in name order.
+    pub mcp_servers: Vec<McpServer>,
     /// The `[permissions]` rules: tool-name pattern → `allow`, `ask` or
     /// `deny`, with the key `default` for calls no rule matches. Default:
     /// allow every call (the grants above are what bound a tool); write
@@ -163,6 +167,7 @@ impl Default for Config {
             secrets: BTreeMap::new(),
             components: BTreeMap::new(),
             code_mode: CodeMode::default(),
+            mcp_servers: Vec::new(),
             permissions: Permissions::allow_all(),
         }
     }
@@ -274,7 +279,27 @@ struct RawConfig {
     #[serde(default)]
     code_mode: RawCodeMode,
     #[serde(default)]
+    mcp_servers: BTreeMap<String, RawMcpServer>,
+    #[serde(default)]
     permissions: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct RawMcpServer {
+    command: Option<String>,
+    url: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    prefix: Option<String>,
+    tools: Option<Vec<String>>,
+    #[serde(default)]
+    exclude_tools: Vec<String>,
+    timeout_ms: Option<u64>,
+    output_kib: Option<u64>,
+    startup_timeout_ms: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -443,6 +468,7 @@ impl Config {
             mounts: mounts(&raw.mounts, "mounts", &resolve)?,
             network: network(&raw.network, "network", Some(&resolve), &secrets)?,
             components: components(&raw.components, &secrets, &resolve)?,
+            mcp_servers: mcp_servers(&raw.mcp_servers, &secrets, &resolve)?,
             secrets,
             code_mode: code_mode(&raw.code_mode)?,
             permissions: Permissions::from_rules("allow", raw.permissions)
@@ -617,6 +643,91 @@ fn code_mode(raw: &RawCodeMode) -> Result<CodeMode, ConfigError> {
         )),
         Some(kib) => Ok(code_mode.print_kib(kib)),
         None => Ok(code_mode),
+    }
+}
+
+/// `[mcp_servers.NAME]`: the upstream MCP servers, in name order.
+fn mcp_servers(
+    raw: &BTreeMap<String, RawMcpServer>,
+    secrets: &BTreeMap<String, SecretSource>,
+    resolve: &Resolve,
+) -> Result<Vec<McpServer>, ConfigError> {
+    raw.iter()
+        .map(|(name, raw)| mcp_server(name, raw, secrets, resolve))
+        .collect()
+}
+
+fn mcp_server(
+    name: &str,
+    raw: &RawMcpServer,
+    secrets: &BTreeMap<String, SecretSource>,
+    resolve: &Resolve,
+) -> Result<McpServer, ConfigError> {
+    let key = |leaf: &str| format!("mcp_servers.{name}.{leaf}");
+    let invalid = |leaf: &str, e: McpServerError| ConfigError::invalid(key(leaf), e);
+    if raw.url.is_some() {
+        return Err(ConfigError::invalid(
+            key("url"),
+            "toolcage starts upstream MCP servers over stdio only, so far: give `command` (and `args`); Streamable HTTP servers are not supported yet",
+        ));
+    }
+    let Some(command) = &raw.command else {
+        return Err(ConfigError::invalid(key("command"), "is required"));
+    };
+    let mut server = McpServer::stdio(name, command.clone())
+        .map_err(|e| invalid("command", e))?
+        .args(raw.args.iter().cloned())
+        .exclude_tools(raw.exclude_tools.iter().cloned())
+        .map_err(|e| invalid("exclude_tools", e))?;
+    if let Some(tools) = &raw.tools {
+        server = server
+            .tools(tools.iter().cloned())
+            .map_err(|e| invalid("tools", e))?;
+    }
+    for (var, value) in &raw.env {
+        let value = env_value(value, secrets)
+            .map_err(|e| ConfigError::invalid(key(&format!("env.{var}")), e))?;
+        server = server.env(var, value).map_err(|e| invalid("env", e))?;
+    }
+    if let Some(cwd) = &raw.cwd {
+        server = server.cwd(resolve(cwd));
+    }
+    if let Some(prefix) = &raw.prefix {
+        server = server.prefix(prefix).map_err(|e| invalid("prefix", e))?;
+    }
+    let positive = |leaf: &str, value: Option<u64>| match value {
+        Some(0) => Err(ConfigError::invalid(key(leaf), "must be greater than 0")),
+        other => Ok(other),
+    };
+    if let Some(ms) = positive("timeout_ms", raw.timeout_ms)? {
+        server = server.timeout(Duration::from_millis(ms));
+    }
+    if let Some(kib) = positive("output_kib", raw.output_kib)? {
+        server = server.output_bytes(usize::try_from(kib << 10).unwrap_or(usize::MAX));
+    }
+    if let Some(ms) = positive("startup_timeout_ms", raw.startup_timeout_ms)? {
+        server = server.startup_timeout(Duration::from_millis(ms));
+    }
+    Ok(server)
+}
+
+/// An `env` value: `{{ secrets.NAME }}` names a secret of `[secrets]`;
+/// anything else is the text itself.
+fn env_value(value: &str, secrets: &BTreeMap<String, SecretSource>) -> Result<EnvValue, String> {
+    let inner = value
+        .trim()
+        .strip_prefix("{{")
+        .and_then(|rest| rest.strip_suffix("}}"))
+        .map(str::trim);
+    let Some(inner) = inner else {
+        return Ok(EnvValue::Text(value.to_string()));
+    };
+    match inner.strip_prefix("secrets.") {
+        Some(name) if secrets.contains_key(name) => Ok(EnvValue::Secret(name.to_string())),
+        Some(name) => Err(format!(
+            "names the secret `{name}`, which [secrets] does not define"
+        )),
+        None => Err(format!("`{value}` is not `{{{{ secrets.NAME }}}}`")),
     }
 }
 
@@ -935,6 +1046,63 @@ mod tests {
                 && error.contains("`a b` is not a tool name pattern"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn mcp_servers_parse_and_bad_ones_are_refused() {
+        let text = "[secrets.gh]\nenv = \"GH\"\n[mcp_servers.github]\ncommand = \"gh-mcp\"\nargs = [\"stdio\"]\nenv = { TOKEN = \"{{ secrets.gh }}\", MODE = \"ro\" }\ntools = [\"get_*\"]\nexclude_tools = [\"get_secret\"]\ntimeout_ms = 500\n";
+        let config = parse(text).unwrap();
+        let expected = McpServer::stdio("github", "gh-mcp")
+            .unwrap()
+            .args(["stdio"])
+            .exclude_tools(["get_secret"])
+            .unwrap()
+            .tools(["get_*"])
+            .unwrap()
+            .env("MODE", EnvValue::Text("ro".into()))
+            .unwrap()
+            .env("TOKEN", EnvValue::Secret("gh".into()))
+            .unwrap()
+            .timeout(Duration::from_millis(500));
+        assert_eq!(config.mcp_servers, vec![expected]);
+        for (text, key, says) in [
+            (
+                "[mcp_servers.x]\nurl = \"http://127.0.0.1/mcp\"",
+                "mcp_servers.x.url",
+                "stdio only",
+            ),
+            (
+                "[mcp_servers.x]\nargs = []",
+                "mcp_servers.x.command",
+                "is required",
+            ),
+            (
+                "[mcp_servers.x]\ncommand = \"c\"\nenv = { T = \"{{ secrets.nope }}\" }",
+                "mcp_servers.x.env.T",
+                "`nope`",
+            ),
+            (
+                "[mcp_servers.x]\ncommand = \"c\"\ntools = [\"a b\"]",
+                "mcp_servers.x.tools",
+                "not a tool name pattern",
+            ),
+            (
+                "[mcp_servers.x]\ncommand = \"c\"\ntimeout_ms = 0",
+                "mcp_servers.x.timeout_ms",
+                "greater than 0",
+            ),
+            (
+                "[mcp_servers.\"a b\"]\ncommand = \"c\"",
+                "mcp_servers.a b.command",
+                "not valid",
+            ),
+        ] {
+            let error = parse(text).unwrap_err();
+            assert!(
+                error.contains(key) && error.contains(says),
+                "{text}: {error}"
+            );
+        }
     }
 
     #[test]

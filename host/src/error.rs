@@ -149,6 +149,10 @@ pub enum LoadError {
         /// What is wrong.
         reason: String,
     },
+    /// An upstream MCP server could not be started, or did not initialize
+    /// and list its tools in time.
+    #[error("{0}")]
+    Upstream(String),
 }
 
 /// The sandbox's reasons as a load report says them.

@@ -65,6 +65,7 @@ pub mod mcp;
 mod sandbox;
 #[cfg(feature = "otel")]
 pub mod telemetry;
+pub mod upstream;
 
 pub use call::{
     Arguments, CallOptions, CallPolicy, CallReport, CallResult, MAX_ARGUMENT_BYTES,

@@ -100,13 +100,22 @@ const RESERVED: [&str; 84] = [
     "ZeroDivisionError",
 ];
 
-/// `name` when it can be written as a Python name (an ASCII identifier that
-/// is not a keyword), else `None`.
+/// The name a script calls the tool `name` by: `name` itself when it is a
+/// Python identifier (ASCII, not a keyword); else `name` with each `-` and
+/// `.` written `_` (`get-sum` → `get_sum`, as MCP servers' kebab-case
+/// names need), when that is one; else `None`.
 ///
-/// A tool whose name is not one (`read-file`, `3d`, `class`) gets no `def`
-/// in the stubs, only a comment saying that a script cannot call it.
+/// A tool with no such name (`3d`, `class`) gets no `def` in the stubs,
+/// only a comment saying that a script cannot call it.
 pub fn python_identifier(name: &str) -> Option<String> {
-    is_identifier(name).then(|| name.to_owned())
+    if is_identifier(name) {
+        return Some(name.to_owned());
+    }
+    let spelled: String = name
+        .chars()
+        .map(|c| if c == '-' || c == '.' { '_' } else { c })
+        .collect();
+    is_identifier(&spelled).then_some(spelled)
 }
 
 /// Whether `name` is an ASCII Python identifier and not a keyword.
@@ -192,17 +201,9 @@ mod tests {
         ] {
             assert_eq!(python_identifier(ok).as_deref(), Some(ok), "{ok}");
         }
-        for bad in [
-            "",
-            "read-file",
-            "3d",
-            "class",
-            "None",
-            "from",
-            "a b",
-            "é",
-            "x.y",
-        ] {
+        assert_eq!(python_identifier("read-file").as_deref(), Some("read_file"));
+        assert_eq!(python_identifier("x.y").as_deref(), Some("x_y"));
+        for bad in ["", "3d", "class", "None", "from", "a b", "é", "3-d"] {
             assert_eq!(python_identifier(bad), None, "{bad}");
         }
     }

@@ -75,7 +75,9 @@ pub const OUTPUT_KEY: &str = "output";
 /// [`python_module`].
 pub fn python_stub(tool: &ToolSpec) -> String {
     let mut shared = Shared::new();
-    shared.namer.reserve(tool.name);
+    if let Some(name) = python_identifier(tool.name) {
+        shared.namer.reserve(&name);
+    }
     stub::stub(tool, &mut shared, Detail::Full)
 }
 
@@ -98,8 +100,8 @@ pub fn python_module(tools: &[ToolSpec], detail: Detail) -> String {
     let mut shared = Shared::new();
     shared.brief = detail == Detail::Brief;
     for tool in tools {
-        if ident::is_identifier(tool.name) {
-            shared.namer.reserve(tool.name);
+        if let Some(name) = python_identifier(tool.name) {
+            shared.namer.reserve(&name);
         }
     }
     let stubs: Vec<String> = tools

@@ -1,7 +1,7 @@
 //! Short listings of tools, and finding tools by words.
 
 use crate::ToolSpec;
-use crate::ident::is_identifier;
+use crate::ident::python_identifier;
 use crate::stub::{Shape, default_literal, params, shape};
 use crate::text::flat;
 
@@ -57,13 +57,15 @@ fn shorten(text: &str, max: usize) -> String {
 /// `**arguments` shows that; one whose name is not a Python identifier ends
 /// `(not callable from Python)`.
 pub fn one_line(tool: &ToolSpec) -> String {
-    let mut line = format!("{}({})", flat(tool.name), arguments(tool));
+    let py_name = python_identifier(tool.name);
+    let name = py_name.as_deref().unwrap_or(tool.name);
+    let mut line = format!("{}({})", flat(name), arguments(tool));
     let summary = summary(tool.description);
     if !summary.is_empty() {
         line.push_str(" - ");
         line.push_str(&summary);
     }
-    if !is_identifier(tool.name) {
+    if py_name.is_none() {
         line.push_str(" (not callable from Python)");
     }
     line
@@ -178,7 +180,11 @@ mod tests {
         let any = json!({});
         assert_eq!(
             one_line(&spec("get-url", "Fetches.", &any)),
-            "get-url(**arguments) - Fetches. (not callable from Python)"
+            "get_url(**arguments) - Fetches."
+        );
+        assert_eq!(
+            one_line(&spec("3d", "Draws.", &any)),
+            "3d(**arguments) - Draws. (not callable from Python)"
         );
         let keyword = json!({"properties": {"from": {"type": "string"}}});
         assert_eq!(

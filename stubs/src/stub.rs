@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::ident::{camel, is_identifier};
+use crate::ident::{camel, is_identifier, python_identifier};
 use crate::text::{doc_escape, flat, lines, py_literal, py_str};
 use crate::types::{Renderer, Shared, description, properties, required, resolve};
 use crate::{Detail, OUTPUT_KEY, ToolSpec, adds_output, summary};
@@ -135,10 +135,10 @@ pub(crate) fn default_literal(schema: &Value) -> Option<String> {
 /// The stub of `tool`, helpers first; a comment alone for a tool whose
 /// name is not a Python identifier.
 pub(crate) fn stub(tool: &ToolSpec, shared: &mut Shared, detail: Detail) -> String {
-    if !is_identifier(tool.name) {
+    let Some(py_name) = python_identifier(tool.name) else {
         let name = py_str(tool.name);
         return format!("# {name} is not a Python identifier; this script cannot call it.\n");
-    }
+    };
     let prefix = camel(tool.name);
     let mut inputs = Renderer::new(shared, tool.input_schema, &prefix);
     let (parameters, args) = parameters(&mut inputs, tool.input_schema, &prefix);
@@ -158,7 +158,10 @@ pub(crate) fn stub(tool: &ToolSpec, shared: &mut Shared, detail: Detail) -> Stri
         out.push_str(&helper);
         out.push('\n');
     }
-    out.push_str(&def_line(tool.name, &parameters, &returns));
+    if py_name != tool.name {
+        out.push_str(&format!("# the tool {}\n", py_str(tool.name)));
+    }
+    out.push_str(&def_line(&py_name, &parameters, &returns));
     out.push_str(&docstring(tool, &args, detail));
     out.push_str("    ...\n");
     out

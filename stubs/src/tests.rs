@@ -452,13 +452,19 @@ fn docstrings_escape_quotes_and_backslashes() {
 #[test]
 fn tool_names_that_are_not_identifiers() {
     let input = json!({});
-    for name in ["read-file", "3d", "class", "None"] {
+    for name in ["3d", "class", "None", "x y"] {
         let stub = python_stub(&tool(name, &input, None));
         assert_eq!(
             stub,
             format!("# \"{name}\" is not a Python identifier; this script cannot call it.\n")
         );
     }
+    // A kebab-case name (as MCP servers' tools have) is called with `_`.
+    let stub = python_stub(&tool("read-file", &input, None));
+    assert!(
+        stub.starts_with("# the tool \"read-file\"\nasync def read_file("),
+        "{stub}"
+    );
     let stub = python_stub(&tool("a\"\nb", &input, None));
     assert_eq!(
         stub,
@@ -475,7 +481,7 @@ fn module_header_and_unique_helper_names() {
         tool("a_b", &first, None),
         tool("a", &second, None),
         tool("ABC2", &result, Some(&result)),
-        tool("not-python", &result, None),
+        tool("not python", &result, None),
     ];
     let module = python_module(&tools, Detail::Full);
     assert!(
@@ -487,7 +493,7 @@ fn module_header_and_unique_helper_names() {
     assert!(module.contains("class ABC3(TypedDict)"), "{module}");
     assert!(module.contains("class ABC2Result(TypedDict)"), "{module}");
     assert!(
-        module.contains("\n\n# \"not-python\" is not a Python identifier"),
+        module.contains("\n\n# \"not python\" is not a Python identifier"),
         "{module}"
     );
     let plain = json!({"properties": {"s": {"type": "string"}}, "required": ["s"]});
@@ -527,7 +533,8 @@ fn brief_docstrings_hold_the_first_sentence_only() {
 #[test]
 fn python_identifiers() {
     assert_eq!(python_identifier("grep").as_deref(), Some("grep"));
-    assert_eq!(python_identifier("read-file"), None);
+    assert_eq!(python_identifier("read-file").as_deref(), Some("read_file"));
+    assert_eq!(python_identifier("3d"), None);
     assert_eq!(python_identifier("lambda"), None);
 }
 

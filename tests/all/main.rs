@@ -25,3 +25,4 @@ mod settings;
 mod stress;
 mod telemetry;
 mod toolset;
+mod upstream;

@@ -158,15 +158,18 @@ pub fn toolcage() -> Command {
 }
 
 /// The MCP clients' own command-line tools, from the npm registry, pinned:
-/// Claude Code's `claude` and the MCP Inspector. Installed on first use into
+/// Claude Code's `claude` and the MCP Inspector; and the MCP project's
+/// reference server, `mcp-server-everything`, which the upstream tests
+/// start over stdio. Installed on first use into
 /// `target/client-clis` (`npm install`: Claude Code's install script copies
 /// its native binary from a package of the same install), and again when
 /// the pins change; returns its `node_modules/.bin`. The book's tests run
 /// them offline against `toolcage serve`.
 pub fn client_clis() -> PathBuf {
-    const PACKAGES: [&str; 2] = [
+    const PACKAGES: [&str; 3] = [
         "@anthropic-ai/claude-code@2.1.197",
         "@modelcontextprotocol/inspector@0.15.0",
+        "@modelcontextprotocol/server-everything@2026.8.31",
     ];
     static BIN: LazyLock<PathBuf> = LazyLock::new(|| {
         let dir = TOOLCAGE_BIN

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 use toolcage_guest::tools::{self, Callable};
-use toolcage_stubs::ToolSpec;
+use toolcage_stubs::{ToolSpec, python_identifier};
 
 /// Code mode's own tools.
 pub const OWN_TOOLS: [&str; 3] = ["run_code", "search_tools", "describe_tool"];
@@ -28,14 +28,26 @@ impl Catalog {
         Catalog { tools }
     }
 
-    /// The tool called `name`, if the script may call it.
+    /// The tool a script calls `name` (its name, or the Python name of a
+    /// kebab-case one: `get_sum` for `get-sum`), if the script may call it.
+    /// Should two tools share a Python name, the first in name order is it.
     pub fn get(&self, name: &str) -> Option<&Callable> {
-        self.tools.iter().find(|tool| tool.name == name)
+        self.tools
+            .iter()
+            .find(|tool| tool.name == name)
+            .or_else(|| {
+                self.tools
+                    .iter()
+                    .find(|tool| python_identifier(&tool.name).as_deref() == Some(name))
+            })
     }
 
-    /// Every callable name, sorted.
-    pub fn names(&self) -> Vec<&str> {
-        self.tools.iter().map(|tool| tool.name.as_str()).collect()
+    /// Every callable tool, by the name a script calls it, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.tools
+            .iter()
+            .map(|tool| python_identifier(&tool.name).unwrap_or_else(|| tool.name.clone()))
+            .collect()
     }
 
     fn specs(&self) -> Vec<ToolSpec<'_>> {

@@ -222,7 +222,7 @@ impl State<'_> {
             "search_tools" | "describe_tool" => Work::Done(self.helper(name, args, kwargs)),
             _ => match arguments(name, args, kwargs) {
                 Ok(arguments) => Work::Tool {
-                    name: name.to_string(),
+                    name: self.catalog.get(name).map_or(name, |t| &t.name).to_string(),
                     arguments,
                 },
                 Err(message) => {

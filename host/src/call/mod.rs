@@ -430,10 +430,7 @@ impl<'r> Call<'r> {
             Err((kind, output)) => {
                 let report = CallReport::refused(&self.name, self.id.clone(), kind, output);
                 if let Some(span) = span {
-                    let limits = self
-                        .entry
-                        .as_ref()
-                        .map(|e| &e.component.sandbox.grants.limits);
+                    let limits = self.entry.as_ref().map(|e| e.limits());
                     span.finish(
                         self.info(),
                         limits,
@@ -484,10 +481,7 @@ impl Admitted<'_> {
         );
         tracing_span.in_scope(|| tracing::debug!(is_error = result.is_error, "call finished"));
         if let Some(span) = span {
-            let limits = call
-                .entry
-                .as_ref()
-                .map(|e| &e.component.sandbox.grants.limits);
+            let limits = call.entry.as_ref().map(|e| e.limits());
             span.finish(call.info(), limits, result, true, &timings);
         }
         report
@@ -528,7 +522,7 @@ impl Call<'_> {
         // A tool that calls tools is never served from the cache: its
         // nested calls must be checked (and approved) every time.
         let key = cache
-            .filter(|_| cache::cacheable(&entry.info) && !entry.component.imports_tools)
+            .filter(|_| cache::cacheable(&entry.info) && !entry.imports_tools())
             .map(|_| cache::key(&entry.info, arguments));
         if let (Some(cache), Some(key)) = (cache, &key)
             && let Some(result) = cache.get(key)

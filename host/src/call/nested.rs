@@ -353,13 +353,13 @@ pub(super) fn caller(
     options: &CallOptions,
     span: Option<&dyn CallSpan>,
 ) -> Option<(Arc<Caller>, Option<Arc<Tree>>)> {
-    if !entry.component.imports_tools {
+    if !entry.imports_tools() {
         return None;
     }
     let (tree, depth, root) = match &options.nesting {
         Some(nesting) => (nesting.tree.clone(), nesting.depth, None),
         None => {
-            let tree = Tree::new(call_id, &entry.component.sandbox.grants.limits, options);
+            let tree = Tree::new(call_id, entry.limits(), options);
             (tree.clone(), 0, Some(tree))
         }
     };
@@ -671,7 +671,7 @@ impl Caller {
     /// The answer to a granted name no tool has: the tools the caller may
     /// call, not every tool there is.
     fn unknown(&self, tool: &str) -> String {
-        let calls = &self.entry.component.calls;
+        let calls = self.entry.calls();
         let callable: Vec<&str> = self
             .table
             .tools()
@@ -690,7 +690,7 @@ impl Caller {
     /// Why the caller's component may not call `tool`, unless it may.
     fn ungranted(&self, tool: &str) -> Option<String> {
         let component = &self.entry.info.component;
-        let calls = &self.entry.component.calls;
+        let calls = self.entry.calls();
         if calls.iter().any(|pattern| glob_match(pattern, tool)) {
             return None;
         }

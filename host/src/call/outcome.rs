@@ -8,16 +8,21 @@
 //! and details are redacted before the caller sees them.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::Value;
 
 use super::{CallOptions, CallResult, MAX_ARGUMENT_BYTES, too_large};
 use crate::ErrorKind;
-use crate::catalog::registry::{Entry, with_stderr};
+use crate::catalog::component::Component;
+use crate::catalog::registry::{Entry, Provider, with_stderr};
 use crate::catalog::schema;
+use crate::catalog::upstream::{Answer, UpstreamTool};
+use crate::sandbox::secrets::redact::Redactor;
 use crate::sandbox::{self, GuestReturn, Invocation, Observer, ToolCalls, human_bytes};
 
-/// Runs the tool of `entry` with `arguments` (valid) in a fresh sandbox.
+/// Runs the tool of `entry` with `arguments` (valid): a component's in a
+/// fresh sandbox, an upstream server's through its link.
 pub(super) async fn run(
     entry: &Entry,
     arguments: &Value,
@@ -25,7 +30,23 @@ pub(super) async fn run(
     options: &CallOptions,
     tools: Option<Arc<dyn ToolCalls>>,
 ) -> CallResult {
-    let component = &entry.component;
+    match &entry.provider {
+        Provider::Component(component) => {
+            in_sandbox(entry, component, arguments, call_id, options, tools).await
+        }
+        Provider::Upstream(tool) => upstream(entry, tool, arguments, call_id, options).await,
+    }
+}
+
+/// Runs a component's tool in a fresh sandbox.
+async fn in_sandbox(
+    entry: &Entry,
+    component: &Component,
+    arguments: &Value,
+    call_id: String,
+    options: &CallOptions,
+    tools: Option<Arc<dyn ToolCalls>>,
+) -> CallResult {
     let name = entry.info.descriptor.name.as_str();
     let arguments = arguments.to_string();
     if arguments.len() > MAX_ARGUMENT_BYTES {
@@ -54,11 +75,7 @@ pub(super) async fn run(
             let limit = component.sandbox.grants.limits.output_bytes;
             if size > limit {
                 result.error_kind = Some(ErrorKind::OutputLimit);
-                result.output = format!(
-                    "The tool returned {} of output, more than its limit of {}. Ask for less: a narrower query, a smaller range, or fewer results.",
-                    human_bytes(size),
-                    human_bytes(limit)
-                );
+                result.output = too_much_output(size, limit);
             } else {
                 accept(
                     entry,
@@ -79,27 +96,88 @@ pub(super) async fn run(
         }
     }
     if result.is_error && result.error_kind != Some(ErrorKind::MemoryLimit) {
-        explain_failure(entry, ran.memory_refused, &mut result.output);
+        explain_failure(component, ran.memory_refused, &mut result.output);
     }
     result.logs = ran.logs;
-    // Nothing the tool hands back carries a secret of the operator's.
-    if let Some(redactor) = &ran.redactor {
-        let (output, mut count) = redactor.text(&result.output);
-        if count > 0 {
-            result.output = output.into_owned();
-        }
-        if let Some(details) = &mut result.details {
-            count += redactor.json(details);
-        }
-        result.net.redactions += count;
-    }
+    redact(ran.redactor.as_deref(), &mut result);
     result
+}
+
+/// Calls an upstream server's tool, within its timeout and output cap; a
+/// cancellation drops the call, which cancels it upstream.
+async fn upstream(
+    entry: &Entry,
+    tool: &UpstreamTool,
+    arguments: &Value,
+    call_id: String,
+    options: &CallOptions,
+) -> CallResult {
+    let name = entry.info.descriptor.name.as_str();
+    let started = Instant::now();
+    let arguments = arguments.as_object().cloned().unwrap_or_default();
+    let limits = &tool.limits;
+    let answer = tool.link.call(&tool.tool, arguments, limits.timeout);
+    let answer = match options.cancel() {
+        Some(cancel) => tokio::select! {
+            answer = answer => answer,
+            () = cancel.cancelled() => Answer::Failed {
+                kind: ErrorKind::Cancelled,
+                output: format!("`{name}` was cancelled; the call was cancelled on its server too."),
+            },
+        },
+        None => answer.await,
+    };
+    let mut result = CallResult::error(name, call_id, ErrorKind::ToolError, String::new());
+    result.duration = started.elapsed();
+    match answer {
+        Answer::Failed { kind, output } => {
+            result.error_kind = Some(kind);
+            result.output = output;
+        }
+        Answer::Answered {
+            output,
+            details,
+            is_error,
+        } => {
+            let size = output.len() + details.as_ref().map_or(0, |d| d.to_string().len());
+            if size > limits.output_bytes {
+                result.error_kind = Some(ErrorKind::OutputLimit);
+                result.output = too_much_output(size, limits.output_bytes);
+            } else {
+                accept_value(entry, is_error, output, details, &mut result);
+            }
+        }
+    }
+    let redactor = tool.secrets.current().redactor().cloned();
+    redact(redactor.as_deref(), &mut result);
+    result
+}
+
+/// Takes every secret of the operator's out of what a tool handed back.
+fn redact(redactor: Option<&Redactor>, result: &mut CallResult) {
+    let Some(redactor) = redactor else { return };
+    let (output, mut count) = redactor.text(&result.output);
+    if count > 0 {
+        result.output = output.into_owned();
+    }
+    if let Some(details) = &mut result.details {
+        count += redactor.json(details);
+    }
+    result.net.redactions += count;
+}
+
+fn too_much_output(size: usize, limit: usize) -> String {
+    format!(
+        "The tool returned {} of output, more than its limit of {}. Ask for less: a narrower query, a smaller range, or fewer results.",
+        human_bytes(size),
+        human_bytes(limit)
+    )
 }
 
 /// Adds to a failed call's output what the host knows of the cause: a
 /// refused memory growth, a mount whose directory was removed.
-fn explain_failure(entry: &Entry, memory_refused: bool, output: &mut String) {
-    let sandbox = &entry.component.sandbox;
+fn explain_failure(component: &Component, memory_refused: bool, output: &mut String) {
+    let sandbox = &component.sandbox;
     if memory_refused {
         output.push_str(&format!(
             "\n(During this call the tool hit its memory limit of {}: a request for more memory was refused, which may be why it failed. Ask for less data at once.)",
@@ -133,6 +211,18 @@ fn accept(
             return;
         }
     };
+    accept_value(entry, is_error, output, details, result);
+}
+
+/// Fills `result` from an outcome whose details are parsed: details that
+/// break the tool's output schema make the call fail.
+fn accept_value(
+    entry: &Entry,
+    is_error: bool,
+    output: String,
+    details: Option<Value>,
+    result: &mut CallResult,
+) {
     if !is_error && let Some(validator) = &entry.output {
         let instance = details.clone().unwrap_or(Value::Null);
         if let Some(errors) = schema::errors(validator, &instance) {

@@ -73,6 +73,11 @@ pub enum Source {
         /// The manifest's digest the lock resolved it to.
         digest: String,
     },
+    /// An upstream MCP server's tools, not a component.
+    Mcp {
+        /// The server's name.
+        server: String,
+    },
 }
 
 impl std::fmt::Display for Source {
@@ -81,6 +86,7 @@ impl std::fmt::Display for Source {
             Source::File(path) => write!(f, "{}", path.display()),
             Source::Bytes => f.write_str("bytes"),
             Source::Bundled => f.write_str("bundled"),
+            Source::Mcp { server } => write!(f, "mcp:{server}"),
             Source::Oci { reference, digest } => match reference.contains('@') || digest.is_empty()
             {
                 true => f.write_str(reference),

@@ -77,6 +77,10 @@ struct State {
     fixed: Vec<Arc<Entry>>,
     /// The components loaded from the directories, in load order.
     files: Vec<LiveFile>,
+    /// Tools added after the directories' (an upstream MCP server's), in
+    /// the order added: each gets a name no earlier tool has, and keeps it
+    /// while it is offered.
+    late: Vec<Arc<Entry>>,
     /// The content last rejected at each path, not retried until it changes.
     rejected: HashMap<PathBuf, (Stamp, String)>,
     /// New stamps seen by a reload that waits for files to settle: a file
@@ -203,6 +207,7 @@ impl LiveRegistry {
         let state = State {
             fixed: registry.entries().to_vec(),
             files: Vec::new(),
+            late: Vec::new(),
             rejected: HashMap::new(),
             observed: HashMap::new(),
         };
@@ -387,7 +392,7 @@ impl LiveRegistry {
             .collect();
 
         // The next snapshot, and what each compiled file got in it.
-        let entries = owners(&state.fixed, &base, &files);
+        let entries = owners(&state.fixed, &base, &files, &state.late);
         for (slot, path) in compiled {
             if let Some(file) = files.iter().find(|f| f.path == path) {
                 reports.push((slot, file_report(file, &entries)));
@@ -411,6 +416,53 @@ impl LiveRegistry {
             .fetch_add(rejected as u64, Ordering::Relaxed);
         if report.changed() {
             self.inner.changes.send(Arc::new(report.clone())).ok();
+        }
+        report
+    }
+
+    /// Adds `entries` after every tool the registry has, first name wins,
+    /// and swaps in the snapshot that holds them; `report` (of what offers
+    /// them) comes back saying which were registered and which shadowed.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) async fn add_late(
+        &self,
+        mut report: FileReport,
+        entries: Vec<Arc<Entry>>,
+    ) -> FileReport {
+        let mut state = self.inner.state.lock().await;
+        state.late.extend(entries.iter().cloned());
+        let base = self.current();
+        let next = owners(&state.fixed, &base, &state.files, &state.late);
+        for entry in &entries {
+            let name = &entry.info.descriptor.name;
+            match next.iter().find(|e| e.info.descriptor.name == *name) {
+                Some(owner) if Arc::ptr_eq(owner, entry) => report.registered.push(name.clone()),
+                Some(owner) => {
+                    tracing::warn!(
+                        tool = %name,
+                        owner = %owner.info.component,
+                        skipped = %report.component,
+                        "tool name already registered by `{}`; the later definition from `{}` is ignored (first wins)",
+                        owner.info.component,
+                        report.component
+                    );
+                    report.shadowed.push(Shadowed {
+                        tool: name.clone(),
+                        owner: owner.info.component.clone(),
+                    });
+                }
+                None => {}
+            }
+        }
+        let changes = diff(&base, &next);
+        self.inner.current.store(Arc::new(base.with_entries(next)));
+        drop(state);
+        if !changes.is_empty() {
+            let report = ReloadReport {
+                changes,
+                ..ReloadReport::default()
+            };
+            self.inner.changes.send(Arc::new(report)).ok();
         }
         report
     }
@@ -614,9 +666,15 @@ pub(crate) fn look(lookout: &Lookout) -> Vec<Result<Vec<(PathBuf, Stamp)>, Strin
 }
 
 /// The tools of the next snapshot, in load order. A name's owner is: a
-/// fixed tool; else its owner in `current`, if that file still offers it;
-/// else the first file offering it.
-fn owners(fixed: &[Arc<Entry>], current: &Registry, files: &[LiveFile]) -> Vec<Arc<Entry>> {
+/// fixed tool; else its owner in `current`, if that file (or late tool)
+/// still offers it; else the first file offering it; else the first late
+/// tool.
+fn owners(
+    fixed: &[Arc<Entry>],
+    current: &Registry,
+    files: &[LiveFile],
+    late: &[Arc<Entry>],
+) -> Vec<Arc<Entry>> {
     let mut owners: HashMap<&str, &Arc<Entry>> = HashMap::new();
     for entry in fixed {
         owners.insert(&entry.info.descriptor.name, entry);
@@ -626,6 +684,12 @@ fn owners(fixed: &[Arc<Entry>], current: &Registry, files: &[LiveFile]) -> Vec<A
         let path = match &entry.info.source {
             Source::File(path) => path.clone(),
             Source::Oci { reference, .. } => PathBuf::from(reference),
+            Source::Mcp { .. } => {
+                if let Some(offered) = late.iter().find(|e| Arc::ptr_eq(e, entry)) {
+                    owners.entry(name).or_insert(offered);
+                }
+                continue;
+            }
             Source::Bytes | Source::Bundled => continue,
         };
         let offered = files
@@ -637,12 +701,13 @@ fn owners(fixed: &[Arc<Entry>], current: &Registry, files: &[LiveFile]) -> Vec<A
             owners.entry(name).or_insert(offered);
         }
     }
-    for entry in files.iter().flat_map(|f| &f.prepared.entries) {
+    let offered = || files.iter().flat_map(|f| &f.prepared.entries).chain(late);
+    for entry in offered() {
         owners.entry(&entry.info.descriptor.name).or_insert(entry);
     }
     fixed
         .iter()
-        .chain(files.iter().flat_map(|f| &f.prepared.entries))
+        .chain(offered())
         .filter(|entry| {
             owners
                 .get(entry.info.descriptor.name.as_str())

@@ -18,4 +18,5 @@ pub mod oci;
 pub(crate) mod pattern;
 pub(crate) mod registry;
 pub(crate) mod schema;
+pub(crate) mod upstream;
 pub(crate) mod watch;

@@ -21,6 +21,7 @@ use super::component::{Component, Descriptor, Source};
 use super::oci::{OciError, Pulled, Reference};
 use super::pattern::is_pattern;
 use super::schema::{self, CheckedTool};
+use super::upstream::UpstreamTool;
 use crate::sandbox::compile::ComponentError;
 use crate::sandbox::content::{Content, ContentError};
 use crate::sandbox::engine::Runtime;
@@ -101,9 +102,19 @@ pub struct ToolInfo {
 
 pub(crate) struct Entry {
     pub info: ToolInfo,
-    pub component: Arc<Component>,
+    pub provider: Provider,
     pub input: Validator,
     pub output: Option<Validator>,
+}
+
+/// What runs a registered tool's calls.
+pub(crate) enum Provider {
+    /// A component, in a fresh sandbox per call.
+    Component(Arc<Component>),
+    /// An upstream MCP server, outside any sandbox (made only with the
+    /// `mcp` feature, which has the client).
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    Upstream(Arc<UpstreamTool>),
 }
 
 /// A compiled component whose `describe()` checked out, with an entry for
@@ -646,7 +657,7 @@ impl Registry {
     /// component's grant); none for a name no tool has.
     pub(crate) fn calls_of(&self, name: &str) -> Arc<[String]> {
         self.entry(name)
-            .map(|entry| entry.component.calls.clone())
+            .map(|entry| entry.calls().clone())
             .unwrap_or_default()
     }
 
@@ -655,10 +666,14 @@ impl Registry {
         self.entry(name).map(|entry| &entry.info)
     }
 
+    /// The limits a component runs with unless the operator set its own.
+    pub fn default_limits(&self) -> Limits {
+        self.policy.limits
+    }
+
     /// The limits the tool called `name` runs with (its component's).
     pub fn limits(&self, name: &str) -> Option<&Limits> {
-        self.entry(name)
-            .map(|entry| &entry.component.sandbox.grants.limits)
+        self.entry(name).map(Entry::limits)
     }
 
     pub(crate) fn entry(&self, name: &str) -> Option<&Entry> {
@@ -947,16 +962,25 @@ impl Registry {
     /// Registers the tools whose names are free; first wins.
     fn register(&mut self, prepared: &Prepared, report: &mut FileReport) {
         let component = &prepared.component;
-        for entry in &prepared.entries {
+        self.register_entries(&component.name, &prepared.entries, report);
+    }
+
+    /// Registers `entries`, offered by `offerer`, first name wins.
+    pub(crate) fn register_entries(
+        &mut self,
+        offerer: &str,
+        entries: &[Arc<Entry>],
+        report: &mut FileReport,
+    ) {
+        for entry in entries {
             let name = entry.info.descriptor.name.clone();
             if let Some(owner) = self.entry(&name).map(|e| e.info.component.clone()) {
                 tracing::warn!(
                     tool = %name,
                     owner = %owner,
-                    skipped = %component.name,
-                    source = %component.source,
-                    "tool name already registered by `{owner}`; the later definition from `{}` is ignored (first wins)",
-                    component.name
+                    skipped = %offerer,
+                    source = %entry.info.source,
+                    "tool name already registered by `{owner}`; the later definition from `{offerer}` is ignored (first wins)",
                 );
                 report.shadowed.push(Shadowed { tool: name, owner });
                 continue;
@@ -1122,10 +1146,43 @@ impl Entry {
                 component_hash: component.hash.clone(),
                 grants_hash: component.grants_hash.clone(),
             },
-            component: component.clone(),
+            provider: Provider::Component(component.clone()),
             input: tool.input,
             output: tool.output,
         }
+    }
+
+    /// The limits its calls run under.
+    pub(crate) fn limits(&self) -> &Limits {
+        match &self.provider {
+            Provider::Component(component) => &component.sandbox.grants.limits,
+            Provider::Upstream(tool) => &tool.limits,
+        }
+    }
+
+    /// The tool name patterns it may call: an upstream tool calls none
+    /// through toolcage.
+    pub(crate) fn calls(&self) -> &Arc<[String]> {
+        static NONE: std::sync::LazyLock<Arc<[String]>> =
+            std::sync::LazyLock::new(|| Arc::from(Vec::new()));
+        match &self.provider {
+            Provider::Component(component) => &component.calls,
+            Provider::Upstream(_) => &NONE,
+        }
+    }
+
+    /// Its component, when a component provides it.
+    pub(crate) fn component(&self) -> Option<&Arc<Component>> {
+        match &self.provider {
+            Provider::Component(component) => Some(component),
+            Provider::Upstream(_) => None,
+        }
+    }
+
+    /// Whether its calls may call tools (its component imports
+    /// `toolcage:tool/tools`).
+    pub(crate) fn imports_tools(&self) -> bool {
+        self.component().is_some_and(|c| c.imports_tools)
     }
 }
 

@@ -290,6 +290,54 @@ const CODE_MODE: [Key; 3] = [
         "what a script may print, in KiB",
     ),
 ];
+const MCP_SERVERS: [Key; 10] = [
+    key(
+        "mcp_servers.*.command",
+        "required",
+        "the program that runs the server (on toolcage's PATH, or a path)",
+    ),
+    key("mcp_servers.*.args", "[]", "the program's arguments"),
+    key(
+        "mcp_servers.*.env.*",
+        "none",
+        "a variable of the server's otherwise empty environment: text, or {{ secrets.NAME }}",
+    ),
+    key(
+        "mcp_servers.*.cwd",
+        "toolcage's",
+        "the directory the server starts in",
+    ),
+    key(
+        "mcp_servers.*.prefix",
+        "\"mcp__NAME__\"",
+        "what the server's tool names are prefixed with in the registry",
+    ),
+    key(
+        "mcp_servers.*.tools",
+        "[\"*\"]",
+        "the server's tools (name patterns, by the server's names) to take",
+    ),
+    key(
+        "mcp_servers.*.exclude_tools",
+        "[]",
+        "the server's tools (name patterns) to leave out",
+    ),
+    key(
+        "mcp_servers.*.timeout_ms",
+        "limits.timeout_ms",
+        "a call's wall-clock time, in milliseconds (then it is cancelled upstream)",
+    ),
+    key(
+        "mcp_servers.*.output_kib",
+        "limits.output_kib",
+        "an answer's text and structured content, in KiB",
+    ),
+    key(
+        "mcp_servers.*.startup_timeout_ms",
+        "30_000",
+        "how long the server has to initialize and list its tools",
+    ),
+];
 const PERMISSIONS: [Key; 2] = [
     key(
         "permissions.default",
@@ -316,6 +364,7 @@ const KEYS: &[&[Key]] = &[
     &COMPONENT_REST,
     &DISTRIBUTION,
     &CODE_MODE,
+    &MCP_SERVERS,
     &PERMISSIONS,
 ];
 
@@ -326,7 +375,11 @@ pub(super) fn keys() -> impl Iterator<Item = &'static Key> {
 
 /// Keys the parser knows only to refuse with a pointer to the right place
 /// (`Config::parse` says where they go).
-const REDIRECTED: &[&str] = &["network.inject", "components.*.network.ca_file"];
+const REDIRECTED: &[&str] = &[
+    "network.inject",
+    "components.*.network.ca_file",
+    "mcp_servers.*.url",
+];
 
 /// Whether a table's segment (`mounts[]`, `*`, `limits`) matches a
 /// concrete one (`mounts[]`, `fs`, `limits`): `*` is any name, never an

@@ -153,11 +153,14 @@ pub enum ErrorKind {
     /// tree used up a budget: its number of nested calls, its depth, or the
     /// bytes crossing between callers and callees.
     NestedLimit,
+    /// The tool's upstream MCP server is not running (it failed to start or
+    /// died, and is being restarted), or broke the protocol.
+    Unavailable,
 }
 
 impl ErrorKind {
     /// Every kind.
-    const ALL: [ErrorKind; 12] = [
+    const ALL: [ErrorKind; 13] = [
         ErrorKind::NotFound,
         ErrorKind::InvalidArguments,
         ErrorKind::ToolError,
@@ -170,6 +173,7 @@ impl ErrorKind {
         ErrorKind::PermissionDenied,
         ErrorKind::Unsupported,
         ErrorKind::NestedLimit,
+        ErrorKind::Unavailable,
     ];
 
     /// The kind named `name` ([`as_str`](Self::as_str)'s), if any.
@@ -192,6 +196,7 @@ impl ErrorKind {
             ErrorKind::PermissionDenied => "permission_denied",
             ErrorKind::Unsupported => "unsupported",
             ErrorKind::NestedLimit => "nested_limit",
+            ErrorKind::Unavailable => "unavailable",
         }
     }
 }

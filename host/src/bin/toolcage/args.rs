@@ -40,6 +40,12 @@ pub struct GlobalArgs {
     /// config file's.
     #[arg(long = "tools", value_name = "DIR|oci://REF", global = true)]
     pub tools: Vec<String>,
+    /// Start an upstream MCP server over stdio and take its tools, named
+    /// mcp__NAME__TOOL, after every other tool: NAME=COMMAND [ARG...],
+    /// split at spaces; repeatable. Its environment holds only PATH; for
+    /// more, use [mcp_servers.NAME] in the config.
+    #[arg(long = "mcp-server", value_name = "NAME=COMMAND", global = true)]
+    pub mcp_servers: Vec<String>,
     /// The config file. Default: ./toolcage.toml when it exists.
     #[arg(long, value_name = "FILE", global = true)]
     pub config: Option<PathBuf>,

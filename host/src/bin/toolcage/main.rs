@@ -24,6 +24,8 @@ use toolcage::{
     Registry, Runtime, ToolsSource, WatchOptions,
 };
 
+use toolcage::upstream::{EnvValue, McpServer};
+
 use args::{Cli, Command, GlobalArgs};
 
 /// Usage, configuration and load errors.
@@ -336,6 +338,8 @@ struct Settings {
     calls: Vec<String>,
     ca_file: Option<PathBuf>,
     tools: Vec<ToolsSource>,
+    /// The config's upstream MCP servers, then `--mcp-server`'s.
+    mcp_servers: Vec<McpServer>,
     bundled: bool,
     /// `--no-code-mode`, over the config's `[code_mode]`.
     no_code_mode: bool,
@@ -435,8 +439,13 @@ impl Settings {
         for text in &global.tools {
             tools.push(ToolsSource::parse(text).map_err(|e| anyhow::anyhow!("--tools: {e}"))?);
         }
+        let mut mcp_servers = config.mcp_servers.clone();
+        for text in &global.mcp_servers {
+            mcp_servers.push(mcp_server_flag(text)?);
+        }
         Ok(Settings {
             config,
+            mcp_servers,
             limits,
             mounts,
             allow_net,
@@ -524,6 +533,7 @@ impl Settings {
                 let reports = registry.load_tools(source).await?;
                 print::diagnostics(&reports);
             }
+            print::diagnostics(&registry.load_mcp_servers(&self.mcp_servers).await);
             anyhow::Ok(())
         })
         .await?;
@@ -542,6 +552,7 @@ impl Settings {
             }
             let (live, reports) = LiveRegistry::load(base, self.tools.clone()).await?;
             print::diagnostics(&reports);
+            print::diagnostics(&live.load_mcp_servers(&self.mcp_servers).await);
             anyhow::Ok(live)
         })
         .await?;
@@ -566,6 +577,27 @@ impl Settings {
             }
         }
     }
+}
+
+/// An upstream server from `--mcp-server NAME=COMMAND [ARG...]`: its
+/// environment holds toolcage's `PATH` only, so that `npx` and scripts
+/// with `#!/usr/bin/env` find their interpreter.
+fn mcp_server_flag(text: &str) -> anyhow::Result<McpServer> {
+    let (name, command) = text
+        .split_once('=')
+        .ok_or_else(|| anyhow::anyhow!("--mcp-server: `{text}` is not NAME=COMMAND [ARG...]"))?;
+    let mut words = command.split_whitespace();
+    let program = words.next().unwrap_or_default();
+    let mut server = McpServer::stdio(name, program)
+        .map_err(|e| anyhow::anyhow!("--mcp-server: {e}"))?
+        .args(words);
+    if let Some(path) = std::env::var_os("PATH") {
+        let path = EnvValue::Text(path.to_string_lossy().into_owned());
+        server = server
+            .env("PATH", path)
+            .map_err(|e| anyhow::anyhow!("--mcp-server: {e}"))?;
+    }
+    Ok(server)
 }
 
 /// How long telemetry may take, at exit, to send what is pending: a hanging

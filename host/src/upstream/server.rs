@@ -1,0 +1,279 @@
+//! What the operator says of an upstream MCP server: how to start it, which
+//! of its tools to take, and under which names.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::catalog::pattern::{glob_match, is_pattern};
+use crate::sandbox::limits::Limits;
+
+/// How long a server has, by default, to answer `initialize` and
+/// `tools/list`.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An upstream MCP server that toolcage starts over stdio and calls as a
+/// client. Deny by default, from [`McpServer::stdio`]:
+/// - the environment is **empty**: only the variables named with
+///   [`env`](Self::env) reach the server (name `PATH` too if it needs one);
+/// - the working directory is toolcage's own unless [`cwd`](Self::cwd);
+/// - every tool the server lists is taken ([`tools`](Self::tools) and
+///   [`exclude_tools`](Self::exclude_tools) narrow that), named
+///   `mcp__<name>__<tool>` ([`prefix`](Self::prefix) changes the prefix);
+/// - a call has the registry's timeout and output limit
+///   ([`timeout`](Self::timeout) and [`output_bytes`](Self::output_bytes)
+///   change them);
+/// - the server has [`DEFAULT_STARTUP_TIMEOUT`] to start and list its tools.
+///
+/// The server runs with toolcage's rights: nothing sandboxes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServer {
+    name: String,
+    command: String,
+    args: Vec<String>,
+    env: Vec<(String, EnvValue)>,
+    cwd: Option<PathBuf>,
+    prefix: Option<String>,
+    tools: Vec<String>,
+    exclude_tools: Vec<String>,
+    timeout: Option<Duration>,
+    output_bytes: Option<usize>,
+    startup_timeout: Duration,
+}
+
+/// The value of a variable in an upstream server's environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvValue {
+    /// This text.
+    Text(String),
+    /// The value of the registry's secret of this name, read when the
+    /// server starts (and restarts). Answers are redacted of it.
+    Secret(String),
+}
+
+/// Why an upstream server's settings were refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum McpServerError {
+    /// The name is not `^[a-zA-Z0-9_-]{1,32}$`.
+    #[error(
+        "the MCP server name `{0}` is not valid: use 1 to 32 letters, digits, `_` and `-` (it becomes part of its tools' names)"
+    )]
+    Name(String),
+    /// A `tools` or `exclude_tools` entry is not a tool name pattern.
+    #[error(
+        "`{0}` is not a tool name pattern: use letters, digits, `_` and `-`, with `*` for any run of characters"
+    )]
+    Pattern(String),
+    /// The prefix has characters a tool name cannot.
+    #[error("the prefix `{0}` is not valid: use letters, digits, `_` and `-`")]
+    Prefix(String),
+    /// An environment variable's name is empty or holds `=` or a NUL.
+    #[error("`{0}` is not an environment variable's name")]
+    EnvName(String),
+    /// The command is empty.
+    #[error("the MCP server `{0}` has no command")]
+    Command(String),
+}
+
+impl McpServer {
+    /// A server started as `command` (looked up on toolcage's `PATH` when
+    /// it has no `/`), speaking MCP on its stdin and stdout.
+    pub fn stdio(name: &str, command: impl Into<String>) -> Result<McpServer, McpServerError> {
+        let valid = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+        if !(1..=32).contains(&name.len()) || !name.bytes().all(valid) {
+            return Err(McpServerError::Name(name.to_string()));
+        }
+        let command = command.into();
+        if command.is_empty() {
+            return Err(McpServerError::Command(name.to_string()));
+        }
+        Ok(McpServer {
+            name: name.to_string(),
+            command,
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+            prefix: None,
+            tools: Vec::new(),
+            exclude_tools: Vec::new(),
+            timeout: None,
+            output_bytes: None,
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+        })
+    }
+
+    /// Adds arguments to the command.
+    pub fn args<S: Into<String>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets the variable `name` in the server's environment.
+    pub fn env(mut self, name: &str, value: EnvValue) -> Result<Self, McpServerError> {
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return Err(McpServerError::EnvName(name.to_string()));
+        }
+        self.env.retain(|(n, _)| n != name);
+        self.env.push((name.to_string(), value));
+        Ok(self)
+    }
+
+    /// Starts the server in `dir`.
+    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Names its tools `<prefix><tool>` instead of `mcp__<name>__<tool>`.
+    pub fn prefix(mut self, prefix: &str) -> Result<Self, McpServerError> {
+        let valid = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+        if !prefix.bytes().all(valid) {
+            return Err(McpServerError::Prefix(prefix.to_string()));
+        }
+        self.prefix = Some(prefix.to_string());
+        Ok(self)
+    }
+
+    /// Takes only the tools (by their name on the server) that match one of
+    /// `patterns` (`*` for any run of characters).
+    pub fn tools<S: Into<String>>(
+        mut self,
+        patterns: impl IntoIterator<Item = S>,
+    ) -> Result<Self, McpServerError> {
+        self.tools.extend(checked_patterns(patterns)?);
+        Ok(self)
+    }
+
+    /// Leaves out the tools (by their name on the server) that match one of
+    /// `patterns`, even when [`tools`](Self::tools) takes them.
+    pub fn exclude_tools<S: Into<String>>(
+        mut self,
+        patterns: impl IntoIterator<Item = S>,
+    ) -> Result<Self, McpServerError> {
+        self.exclude_tools.extend(checked_patterns(patterns)?);
+        Ok(self)
+    }
+
+    /// How long one call may take before it is cancelled upstream.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The most text and structured result one answer may hold.
+    pub fn output_bytes(mut self, bytes: usize) -> Self {
+        self.output_bytes = Some(bytes);
+        self
+    }
+
+    /// How long the server has to answer `initialize` and `tools/list`.
+    pub fn startup_timeout(mut self, timeout: Duration) -> Self {
+        self.startup_timeout = timeout;
+        self
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// What loading a server reads of its settings (with the `mcp` feature).
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+impl McpServer {
+    /// What the registry reports its tools as coming from: `mcp:<name>`.
+    pub(crate) fn component_name(&self) -> String {
+        format!("mcp:{}", self.name)
+    }
+
+    pub(crate) fn command(&self) -> &str {
+        &self.command
+    }
+
+    pub(crate) fn arguments(&self) -> &[String] {
+        &self.args
+    }
+
+    pub(crate) fn environment(&self) -> &[(String, EnvValue)] {
+        &self.env
+    }
+
+    pub(crate) fn directory(&self) -> Option<&PathBuf> {
+        self.cwd.as_ref()
+    }
+
+    pub(crate) fn startup(&self) -> Duration {
+        self.startup_timeout
+    }
+
+    /// The name the server's tool `tool` is registered under.
+    pub(crate) fn registered_name(&self, tool: &str) -> String {
+        match &self.prefix {
+            Some(prefix) => format!("{prefix}{tool}"),
+            None => format!("mcp__{}__{tool}", self.name),
+        }
+    }
+
+    /// Whether the server's tool `tool` is taken.
+    pub(crate) fn offers(&self, tool: &str) -> bool {
+        let matches = |patterns: &[String]| patterns.iter().any(|p| glob_match(p, tool));
+        (self.tools.is_empty() || matches(&self.tools)) && !matches(&self.exclude_tools)
+    }
+
+    /// The limits its calls run under: `defaults`, with its own timeout and
+    /// output limit.
+    pub(crate) fn limits_or(&self, defaults: Limits) -> Limits {
+        Limits {
+            timeout: self.timeout.unwrap_or(defaults.timeout),
+            output_bytes: self.output_bytes.unwrap_or(defaults.output_bytes),
+            ..defaults
+        }
+    }
+}
+
+fn checked_patterns<S: Into<String>>(
+    patterns: impl IntoIterator<Item = S>,
+) -> Result<Vec<String>, McpServerError> {
+    patterns
+        .into_iter()
+        .map(Into::into)
+        .map(|p| match is_pattern(&p) {
+            true => Ok(p),
+            false => Err(McpServerError::Pattern(p)),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_patterns_and_prefixes_are_checked() {
+        assert!(McpServer::stdio("git hub", "x").is_err());
+        assert!(McpServer::stdio("", "x").is_err());
+        assert!(McpServer::stdio("gh", "").is_err());
+        let server = McpServer::stdio("gh", "x").unwrap();
+        assert!(server.clone().tools(["a.b"]).is_err());
+        assert!(server.clone().prefix("a/").is_err());
+        assert!(
+            server
+                .clone()
+                .env("A=B", EnvValue::Text("x".into()))
+                .is_err()
+        );
+        assert_eq!(server.registered_name("get-sum"), "mcp__gh__get-sum");
+        let server = server.prefix("gh_").unwrap();
+        assert_eq!(server.registered_name("issue"), "gh_issue");
+    }
+
+    #[test]
+    fn tools_and_exclude_tools_filter_by_the_servers_names() {
+        let server = McpServer::stdio("s", "x").unwrap();
+        assert!(server.offers("anything"));
+        let server = server.tools(["get-*", "echo"]).unwrap();
+        assert!(server.offers("get-sum") && server.offers("echo"));
+        assert!(!server.offers("toggle-logging"));
+        let server = server.exclude_tools(["get-env"]).unwrap();
+        assert!(!server.offers("get-env") && server.offers("get-sum"));
+    }
+}

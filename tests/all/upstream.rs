@@ -1,0 +1,322 @@
+//! Upstream MCP servers' tools in the registry, against real servers over
+//! stdio: the MCP project's own `server-everything` (from the npm
+//! registry), and `tests/clients/upstream_server.py`, written with the
+//! official Python SDK, whose hostile tools crash, flood, hang or declare a
+//! broken schema. Every call takes the one path: validated, permission
+//! checked, timed out, capped, redacted, and callable from code mode.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use toolcage::agent::{Permission, Permissions, Runner, ToolCall};
+use toolcage::upstream::{EnvValue, McpServer};
+use toolcage::{
+    CallOptions, CallPolicy, CancelToken, ErrorKind, LiveRegistry, Registry, Secret, Secrets,
+};
+use toolcage_tests::{assert_error, assert_loaded, builder, client_clis, clients_python, guests};
+
+/// `server-everything` over stdio, run by `node` itself: its environment
+/// is empty, so a `#!/usr/bin/env node` script would find no `node`.
+fn everything() -> McpServer {
+    let script = std::fs::canonicalize(client_clis().join("mcp-server-everything"))
+        .expect("server-everything is installed");
+    McpServer::stdio("everything", "node")
+        .unwrap()
+        .args([script.to_string_lossy().into_owned(), "stdio".into()])
+}
+
+/// `tests/clients/upstream_server.py`, named `name`, on the clients'
+/// Python.
+fn hostile(name: &str) -> McpServer {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/upstream_server.py");
+    McpServer::stdio(name, clients_python().to_string_lossy())
+        .unwrap()
+        .args([script.to_string_lossy().into_owned()])
+}
+
+async fn registry_with(server: &McpServer) -> Registry {
+    let mut registry = builder().build().unwrap();
+    assert_loaded(&registry.load_mcp_server(server).await);
+    registry
+}
+
+#[tokio::test]
+async fn everythings_tools_are_registered_under_its_prefix_and_answer() {
+    let registry = registry_with(&everything()).await;
+    let echo = registry.tool("mcp__everything__echo").expect("echo");
+    assert_eq!(echo.component, "mcp:everything");
+    assert_eq!(echo.source.to_string(), "mcp:everything");
+    assert!(echo.descriptor.hints.read_only && echo.descriptor.hints.idempotent);
+    assert!(!echo.descriptor.hints.destructive);
+
+    let result = registry
+        .call("mcp__everything__echo", json!({ "message": "hi" }))
+        .await;
+    assert_eq!(result.output, "Echo: hi", "{result:?}");
+    let result = registry
+        .call("mcp__everything__get-sum", json!({ "a": 2, "b": 3 }))
+        .await;
+    assert_eq!(result.output, "The sum of 2 and 3 is 5.", "{result:?}");
+
+    // Structured content is the details, checked against the tool's own
+    // output schema.
+    let result = registry
+        .call(
+            "mcp__everything__get-structured-content",
+            json!({ "location": "Chicago" }),
+        )
+        .await;
+    assert!(!result.is_error, "{result:?}");
+    let details = result.details.expect("structured content");
+    assert!(details["temperature"].is_number(), "{details}");
+
+    // An image is named in the output and kept whole in the details.
+    let result = registry
+        .call("mcp__everything__get-tiny-image", json!({}))
+        .await;
+    assert!(
+        result.output.contains("[image: image/png, "),
+        "{}",
+        result.output
+    );
+    let content = &result.details.expect("details")["content"];
+    assert_eq!(content[0]["type"], "image", "{content}");
+
+    // Bad arguments never reach the server: the model gets every error.
+    let result = registry
+        .call("mcp__everything__get-sum", json!({ "a": "two" }))
+        .await;
+    assert_error(&result, ErrorKind::InvalidArguments);
+    assert!(
+        result.output.contains("\"b\" is a required property"),
+        "{}",
+        result.output
+    );
+}
+
+#[tokio::test]
+async fn a_long_call_is_cancelled_or_timed_out_and_the_server_keeps_serving() {
+    let server = everything().timeout(Duration::from_millis(800));
+    let registry = registry_with(&server).await;
+    let long = json!({ "duration": 30, "steps": 30 });
+
+    let cancel = CancelToken::new();
+    let options = CallOptions::new().cancel_token(cancel.clone());
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        cancel.cancel();
+    });
+    let started = Instant::now();
+    let result = registry
+        .call_with(
+            "mcp__everything__trigger-long-running-operation",
+            long.clone(),
+            options,
+        )
+        .await;
+    canceller.await.unwrap();
+    assert_error(&result, ErrorKind::Cancelled);
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    let result = registry
+        .call("mcp__everything__trigger-long-running-operation", long)
+        .await;
+    assert_error(&result, ErrorKind::Timeout);
+    assert!(
+        result.output.contains("did not answer within"),
+        "{}",
+        result.output
+    );
+
+    let result = registry
+        .call("mcp__everything__echo", json!({ "message": "still here" }))
+        .await;
+    assert_eq!(result.output, "Echo: still here", "{result:?}");
+}
+
+#[tokio::test]
+async fn the_environment_is_empty_but_for_what_is_named_and_secrets_are_redacted() {
+    const TOKEN: &str = "tok-0123456789-abcdef";
+    let secrets = Secrets::new();
+    secrets.set(Secret::new("token", TOKEN).unwrap());
+    let server = hostile("h")
+        .env("MARKER", EnvValue::Text("hello".into()))
+        .unwrap()
+        .env("TOKEN", EnvValue::Secret("token".into()))
+        .unwrap();
+    let mut registry = builder().secrets(secrets).build().unwrap();
+    assert_loaded(&registry.load_mcp_server(&server).await);
+
+    let result = registry.call("mcp__h__environment", json!({})).await;
+    assert!(!result.is_error, "{result:?}");
+    let names: Vec<&str> = result
+        .output
+        .lines()
+        .filter_map(|line| line.split_once('=').map(|(name, _)| name))
+        .collect();
+    // Python may add a variable or two of its own (LC_CTYPE), never
+    // toolcage's.
+    assert!(
+        names.contains(&"MARKER") && names.contains(&"TOKEN"),
+        "{names:?}"
+    );
+    for inherited in ["HOME", "PATH", "CARGO_MANIFEST_DIR", "RUST_TEST_THREADS"] {
+        assert!(!names.contains(&inherited), "{inherited} leaked: {names:?}");
+    }
+    assert!(result.output.contains("MARKER=hello"), "{}", result.output);
+    assert!(!result.output.contains(TOKEN), "{}", result.output);
+    assert!(result.net.redactions > 0, "{result:?}");
+    let details = result.details.expect("structured content").to_string();
+    assert!(!details.contains(TOKEN), "{details}");
+
+    // A secret that is not set is a start-up error naming it.
+    let unset = hostile("u")
+        .env("X", EnvValue::Secret("nope".into()))
+        .unwrap();
+    let report = registry.load_mcp_server(&unset).await;
+    let error = report.error.expect("refused").to_string();
+    assert!(error.contains("the secret `nope`"), "{error}");
+}
+
+#[tokio::test]
+async fn first_wins_across_components_and_servers_and_survives_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(guests::FIXTURE_ECHO, dir.path().join("echo.wasm")).unwrap();
+    let base = builder().build().unwrap();
+    let (live, reports) = LiveRegistry::load(base, [dir.path()]).await.unwrap();
+    assert_loaded(&reports[0]);
+
+    // An empty prefix names the server's `echo` exactly like the
+    // component's tool: the component keeps it.
+    let server = hostile("h").prefix("").unwrap();
+    let report = live.load_mcp_server(&server).await;
+    assert!(report.error.is_none(), "{report:?}");
+    assert_eq!(report.shadowed.len(), 1, "{report:?}");
+    assert_eq!(report.shadowed[0].tool, "echo");
+    assert_eq!(report.shadowed[0].owner, "echo");
+    assert!(
+        report.registered.contains(&"crash".to_string()),
+        "{report:?}"
+    );
+
+    let registry = live.current();
+    assert_eq!(registry.tool("echo").unwrap().component, "echo");
+    assert_eq!(registry.tool("environment").unwrap().component, "mcp:h");
+
+    // A component arriving later with a name the server owns does not take
+    // it, and a reload keeps every owner.
+    std::fs::copy(guests::FIXTURE_ECHO, dir.path().join("zz_echo.wasm")).unwrap();
+    live.reload().await;
+    let registry = live.current();
+    assert_eq!(registry.tool("echo").unwrap().component, "echo");
+    assert_eq!(registry.tool("crash").unwrap().component, "mcp:h");
+    let result = registry.call("echo", json!({ "text": "hi" })).await;
+    assert_eq!(result.output, "hi", "{result:?}");
+}
+
+#[tokio::test]
+async fn upstreams_that_never_start_are_reported_and_the_others_serve() {
+    let silent = hostile("silent")
+        .args(["silent"])
+        .startup_timeout(Duration::from_millis(1500));
+    let missing = McpServer::stdio("missing", "no-such-program-anywhere").unwrap();
+    let server = hostile("h");
+    let mut registry = builder().build().unwrap();
+    let started = Instant::now();
+    let reports = registry.load_mcp_servers(&[silent, missing, server]).await;
+    // Started at once: the silent one costs its start-up timeout, once.
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let error = reports[0].error.as_ref().expect("silent").to_string();
+    assert!(error.contains("did not initialize within"), "{error}");
+    let error = reports[1].error.as_ref().expect("missing").to_string();
+    assert!(error.contains("is not on PATH"), "{error}");
+    assert_loaded(&reports[2]);
+    // The tool with a broken schema is skipped; the others load and serve.
+    assert!(registry.tool("mcp__h__bad_schema").is_none());
+    let result = registry.call("mcp__h__echo", json!({ "text": "x" })).await;
+    assert_eq!(result.output, "x", "{result:?}");
+}
+
+#[tokio::test]
+async fn a_flooding_hanging_or_crashing_upstream_fails_its_call_only() {
+    let server = hostile("h")
+        .timeout(Duration::from_secs(2))
+        .output_bytes(1 << 20);
+    let registry = registry_with(&server).await;
+
+    let first = registry.call("mcp__h__pid", json!({})).await;
+    assert!(!first.is_error, "{first:?}");
+    let result = registry.call("mcp__h__hang", json!({})).await;
+    assert_error(&result, ErrorKind::Timeout);
+    let result = registry.call("mcp__h__pid", json!({})).await;
+    assert_eq!(
+        result.output, first.output,
+        "the same process, still serving"
+    );
+    let result = registry.call("mcp__h__crash", json!({})).await;
+    assert_error(&result, ErrorKind::Unavailable);
+    let result = registry.call("mcp__h__echo", json!({ "text": "x" })).await;
+    assert_error(&result, ErrorKind::Unavailable);
+    assert!(
+        result.output.contains("is not running") && result.output.contains("started again"),
+        "{}",
+        result.output
+    );
+    // After the pause, the next call starts it again.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let second = registry.call("mcp__h__pid", json!({})).await;
+    assert!(!second.is_error, "{second:?}");
+    assert_ne!(first.output, second.output, "a new process");
+    // An answer over the output limit is refused. (Last: a call right after
+    // a 4 MiB answer was seen to find the connection closed; see the note
+    // on issue 37.)
+    let result = registry
+        .call("mcp__h__huge", json!({ "mebibytes": 2 }))
+        .await;
+    assert_error(&result, ErrorKind::OutputLimit);
+}
+
+#[tokio::test]
+async fn permission_rules_and_code_mode_reach_upstream_tools() {
+    let mut registry = builder().build().unwrap();
+    for report in registry.load_bundled().await {
+        assert_loaded(&report);
+    }
+    assert_loaded(&registry.load_mcp_server(&everything()).await);
+    let registry = Arc::new(registry);
+
+    let rules = Permissions::allow_all()
+        .rule("mcp__everything__get-sum", Permission::Deny)
+        .unwrap();
+    let rules = Arc::new(rules);
+    let runner = Runner::new(registry.clone()).permissions(rules.clone());
+    let results = runner
+        .run([
+            ToolCall::new("c1", "mcp__everything__get-sum", json!({ "a": 1, "b": 2 })),
+            ToolCall::new("c2", "mcp__everything__echo", json!({ "message": "ok" })),
+        ])
+        .await;
+    assert_error(&results[0], ErrorKind::PermissionDenied);
+    assert_eq!(results[1].output, "Echo: ok", "{:?}", results[1]);
+
+    // A script calls upstream tools as functions (a kebab-case name with
+    // `_`), through the same rules: a denied tool is not even there.
+    let code = "a = await mcp__everything__echo(message='from a script')\n\
+                w = await mcp__everything__get_structured_content(location='Chicago')\n\
+                try:\n    await mcp__everything__get_sum(a=1, b=2)\n    c = 'ran'\n\
+                except NameError:\n    c = 'hidden'\n\
+                [a, 'temperature' in w, c]";
+    let options = CallOptions::new().policy(CallPolicy::new(rules));
+    let result = registry
+        .call_with("run_code", json!({ "code": code }), options)
+        .await;
+    assert!(!result.is_error, "{result:?}");
+    let value = &result.details.expect("details")["result"];
+    assert_eq!(
+        value,
+        &json!(["Echo: from a script", true, "hidden"]),
+        "{value}"
+    );
+}
