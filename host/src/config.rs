@@ -93,7 +93,7 @@ use crate::catalog::code::CodeMode;
 use crate::catalog::pattern::is_pattern;
 use crate::oci::{Pulled, Store, TrustKey, TrustPolicy};
 use crate::sandbox::settings::references_secret;
-use crate::upstream::{EnvValue, McpServer, McpServerError};
+use crate::upstream::{Bubblewrap, EnvValue, McpServer, McpServerError};
 use crate::{
     Cidr, Error, Grant, Injection, LimitOverrides, Mount, RegistryBuilder, Secret, Secrets,
     ToolsSource,
@@ -300,6 +300,10 @@ struct RawMcpServer {
     timeout_ms: Option<u64>,
     output_kib: Option<u64>,
     startup_timeout_ms: Option<u64>,
+    sandbox: Option<String>,
+    network: Option<bool>,
+    #[serde(default)]
+    mounts: Vec<RawMount>,
 }
 
 #[derive(Deserialize, Default)]
@@ -708,7 +712,24 @@ fn mcp_server(
     if let Some(ms) = positive("startup_timeout_ms", raw.startup_timeout_ms)? {
         server = server.startup_timeout(Duration::from_millis(ms));
     }
-    Ok(server)
+    match raw.sandbox.as_deref() {
+        Some("bubblewrap") => {
+            let mut bubblewrap = Bubblewrap::new().network(raw.network.unwrap_or(false));
+            for mount in mounts(&raw.mounts, &key("mounts"), resolve)? {
+                bubblewrap = bubblewrap.mount(mount);
+            }
+            Ok(server.bubblewrap(bubblewrap))
+        }
+        None | Some("none") if raw.mounts.is_empty() && raw.network.is_none() => Ok(server),
+        None | Some("none") => Err(ConfigError::invalid(
+            key("sandbox"),
+            "`mounts` and `network` confine a server: set sandbox = \"bubblewrap\" (without it, the server runs with toolcage's rights and sees everything)",
+        )),
+        Some(other) => Err(ConfigError::invalid(
+            key("sandbox"),
+            format!("`{other}` is not a sandbox: use \"bubblewrap\" or \"none\""),
+        )),
+    }
 }
 
 /// An `env` value: `{{ secrets.NAME }}` names a secret of `[secrets]`;
@@ -1065,6 +1086,12 @@ mod tests {
             .unwrap()
             .timeout(Duration::from_millis(500));
         assert_eq!(config.mcp_servers, vec![expected]);
+        let boxed = "[mcp_servers.b]\ncommand = \"c\"\nsandbox = \"bubblewrap\"\nnetwork = true\n[[mcp_servers.b.mounts]]\nhost = \"data\"\nguest = \"/data\"\nmode = \"rw\"\n";
+        let bubblewrap = Bubblewrap::new()
+            .network(true)
+            .mount(Mount::read_write("/etc/toolcage/data", "/data"));
+        let expected = McpServer::stdio("b", "c").unwrap().bubblewrap(bubblewrap);
+        assert_eq!(parse(boxed).unwrap().mcp_servers, vec![expected]);
         for (text, key, says) in [
             (
                 "[mcp_servers.x]\nurl = \"http://127.0.0.1/mcp\"",

@@ -3,17 +3,21 @@
 //! registry), and `tests/clients/upstream_server.py`, written with the
 //! official Python SDK, whose hostile tools crash, flood, hang or declare a
 //! broken schema. Every call takes the one path: validated, permission
-//! checked, timed out, capped, redacted, and callable from code mode.
+//! checked, timed out, capped, redacted, and callable from code mode. A
+//! server's progress and logs are its calls' events, its list changes swap
+//! its tools in, and bubblewrap confines one (shown against the same
+//! server unconfined).
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolcage::agent::{Permission, Permissions, Runner, ToolCall};
-use toolcage::upstream::{EnvValue, McpServer};
+use toolcage::upstream::{Bubblewrap, EnvValue, McpServer};
 use toolcage::{
-    CallOptions, CallPolicy, CancelToken, ErrorKind, LiveRegistry, Registry, Secret, Secrets,
+    CallOptions, CallPolicy, CancelToken, ErrorKind, GuestEvent, LiveRegistry, Mount, Registry,
+    Secret, Secrets,
 };
 use toolcage_tests::{assert_error, assert_loaded, builder, client_clis, clients_python, guests};
 
@@ -319,4 +323,146 @@ async fn permission_rules_and_code_mode_reach_upstream_tools() {
         &json!(["Echo: from a script", true, "hidden"]),
         "{value}"
     );
+}
+
+#[tokio::test]
+async fn progress_and_log_notifications_become_the_calls_events() {
+    let registry = registry_with(&hostile("h")).await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let options = CallOptions::new().on_event(move |event| sink.lock().unwrap().push(event));
+    let result = registry
+        .call_with("mcp__h__steps", json!({ "count": 3 }), options)
+        .await;
+    assert_eq!(result.output, "done", "{result:?}");
+    let seen = seen.lock().unwrap();
+    let progress: Vec<_> = seen
+        .iter()
+        .filter_map(|event| match event {
+            GuestEvent::Progress { message, fraction } => Some((message.clone(), *fraction)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        progress,
+        [1, 2, 3].map(|i| (format!("step {i}"), Some(i as f32 / 3.0))),
+        "{seen:?}"
+    );
+    let logs = seen
+        .iter()
+        .filter(|event| matches!(event, GuestEvent::Log { message, .. } if message.contains("did step")))
+        .count();
+    assert_eq!(logs, 3, "{seen:?}");
+}
+
+#[tokio::test]
+async fn a_servers_list_changed_swaps_its_tools_in_and_a_flood_costs_little() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(guests::FIXTURE_ECHO, dir.path().join("echo.wasm")).unwrap();
+    let (live, _) = LiveRegistry::load(builder().build().unwrap(), [dir.path()])
+        .await
+        .unwrap();
+    // `echo` is the component's: the server's stays shadowed through every
+    // change of its list.
+    let server = hostile("h").prefix("").unwrap();
+    assert!(live.load_mcp_server(&server).await.error.is_none());
+    let mut changes = live.subscribe();
+    let registry = live.current();
+    assert!(registry.tool("added").is_none());
+
+    let result = registry.call("change_tools", json!({ "add": true })).await;
+    assert_eq!(result.output, "changed", "{result:?}");
+    let change = tokio::time::timeout(Duration::from_secs(10), changes.recv())
+        .await
+        .expect("a change within 10 s")
+        .unwrap();
+    assert!(
+        change.changes.iter().any(|c| c.tool == "added"),
+        "{change:?}"
+    );
+    let registry = live.current();
+    assert_eq!(registry.tool("added").unwrap().component, "mcp:h");
+    assert_eq!(registry.tool("echo").unwrap().component, "echo");
+    let result = registry.call("added", json!({})).await;
+    assert_eq!(result.output, "added", "{result:?}");
+
+    // A flood of notifications that change nothing: the server still
+    // answers, and nothing in the registry changed.
+    let started = Instant::now();
+    let result = registry.call("flood", json!({ "count": 2000 })).await;
+    assert_eq!(result.output, "flooded", "{result:?}");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let result = live.current().call("pid", json!({})).await;
+    assert!(!result.is_error, "{result:?}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(changes.try_recv().is_err(), "no change from a flood");
+
+    let result = registry.call("change_tools", json!({ "add": false })).await;
+    assert_eq!(result.output, "changed", "{result:?}");
+    tokio::time::timeout(Duration::from_secs(10), changes.recv())
+        .await
+        .expect("a change within 10 s")
+        .unwrap();
+    assert!(live.current().tool("added").is_none());
+    assert_eq!(live.current().tool("echo").unwrap().component, "echo");
+}
+
+/// The hostile server confined by bubblewrap, with what it needs to run
+/// (its script, the virtualenv and the Python it was made from) mounted
+/// read-only, and nothing else of the host's.
+fn confined(name: &str) -> McpServer {
+    let python = clients_python();
+    let venv = python
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .to_path_buf();
+    let real = std::fs::canonicalize(&python).unwrap();
+    let base = real.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let scripts = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients");
+    let mut bubblewrap = Bubblewrap::new();
+    for dir in [venv, base, scripts] {
+        let guest = dir.to_string_lossy().into_owned();
+        bubblewrap = bubblewrap.mount(Mount::read_only(&dir, guest));
+    }
+    hostile(name).bubblewrap(bubblewrap)
+}
+
+#[tokio::test]
+async fn bubblewrap_confines_a_server_and_unconfined_it_could_reach_out() {
+    let secret_dir = tempfile::tempdir().unwrap();
+    let secret = secret_dir.path().join("secret.txt");
+    std::fs::write(&secret, "the host's own file").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let path = secret.to_string_lossy().into_owned();
+
+    let mut registry = builder().build().unwrap();
+    let reports = registry
+        .load_mcp_servers(&[hostile("open"), confined("boxed")])
+        .await;
+    for report in &reports {
+        assert_loaded(report);
+    }
+    let read = |name: &str| format!("mcp__{name}__read_file");
+    let connect = |name: &str| format!("mcp__{name}__connect");
+
+    let open = registry.call(&read("open"), json!({ "path": path })).await;
+    assert_eq!(open.output, "the host's own file", "{open:?}");
+    let boxed = registry.call(&read("boxed"), json!({ "path": path })).await;
+    assert!(boxed.output.starts_with("error: "), "{boxed:?}");
+
+    let open = registry
+        .call(&connect("open"), json!({ "port": port }))
+        .await;
+    assert_eq!(open.output, "connected", "{open:?}");
+    let boxed = registry
+        .call(&connect("boxed"), json!({ "port": port }))
+        .await;
+    assert!(boxed.output.starts_with("error: "), "{boxed:?}");
+
+    let boxed = registry.call("mcp__boxed__environment", json!({})).await;
+    assert!(!boxed.output.contains("HOME="), "{boxed:?}");
+    assert!(!boxed.output.contains("CARGO"), "{boxed:?}");
+    drop(listener);
 }

@@ -2,16 +2,20 @@
 with the official Python SDK and run over stdio by toolcage itself.
 
 Besides honest tools it has hostile ones: one that exits mid-call, one
-that answers with as many MiB as asked, one that never answers, and one
-listed with an input schema that is not JSON Schema. With the argument
-`silent` it never answers `initialize` at all.
+that answers with as many MiB as asked, one that never answers, one that
+floods `notifications/tools/list_changed`, and one listed with an input
+schema that is not JSON Schema. Others show what the server can reach
+(files, the network, its environment), for the confinement tests. With
+the argument `silent` it never answers `initialize` at all.
 """
 
 import asyncio
 import os
 import sys
 
-from mcp.server.mcpserver import MCPServer
+import socket
+
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import Tool
 
 if sys.argv[1:] == ["silent"]:
@@ -60,6 +64,59 @@ async def hang() -> str:
     """Never answers (until cancelled)."""
     await asyncio.sleep(3600)
     return "late"
+
+
+@server.tool()
+def read_file(path: str) -> str:
+    """The text of a file, or why it cannot be read."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        return f"error: {e}"
+
+
+@server.tool()
+def connect(port: int) -> str:
+    """Connects to 127.0.0.1:port: `connected`, or why not."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return "connected"
+    except OSError as e:
+        return f"error: {e}"
+
+
+@server.tool()
+async def steps(count: int, ctx: Context) -> str:
+    """Reports its progress, and logs, `count` times."""
+    for i in range(count):
+        await ctx.report_progress(i + 1, count, f"step {i + 1}")
+        await ctx.info(f"did step {i + 1}")
+    return "done"
+
+
+def added() -> str:
+    """A tool added while the server runs."""
+    return "added"
+
+
+@server.tool()
+async def change_tools(add: bool, ctx: Context) -> str:
+    """Adds the tool `added` (or removes it), and says the list changed."""
+    if add:
+        server.add_tool(added)
+    else:
+        server.remove_tool("added")
+    await ctx.request_context.session.send_tool_list_changed()
+    return "changed"
+
+
+@server.tool()
+async def flood(count: int, ctx: Context) -> str:
+    """Says `count` times that the tool list changed (it did not)."""
+    for _ in range(count):
+        await ctx.request_context.session.send_tool_list_changed()
+    return "flooded"
 
 
 @server.tool()

@@ -116,7 +116,10 @@ async fn upstream(
     let started = Instant::now();
     let arguments = arguments.as_object().cloned().unwrap_or_default();
     let limits = &tool.limits;
-    let answer = tool.link.call(&tool.tool, arguments, limits.timeout);
+    let events = options.events().cloned();
+    let answer = tool
+        .link
+        .call(&tool.tool, arguments, limits.timeout, events);
     let answer = match options.cancel() {
         Some(cancel) => tokio::select! {
             answer = answer => answer,

@@ -60,6 +60,18 @@ pub struct LiveRegistry {
     inner: Arc<Inner>,
 }
 
+/// A live registry, not kept alive by whoever holds this: what a task that
+/// follows a source (an upstream server's tool list) holds.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+pub(crate) struct WeakLive(std::sync::Weak<Inner>);
+
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+impl WeakLive {
+    pub(crate) fn upgrade(&self) -> Option<LiveRegistry> {
+        self.0.upgrade().map(|inner| LiveRegistry { inner })
+    }
+}
+
 struct Inner {
     current: ArcSwap<Registry>,
     sources: Vec<ToolsSource>,
@@ -420,16 +432,60 @@ impl LiveRegistry {
         report
     }
 
+    /// A handle on this registry that does not keep it alive.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) fn downgrade(&self) -> WeakLive {
+        WeakLive(Arc::downgrade(&self.inner))
+    }
+
+    /// The late entries `offerer` (a component name) added, as they are now.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) async fn late_entries(&self, offerer: &str) -> Vec<Arc<Entry>> {
+        let state = self.inner.state.lock().await;
+        let late = state.late.iter().filter(|e| e.info.component == offerer);
+        late.cloned().collect()
+    }
+
     /// Adds `entries` after every tool the registry has, first name wins,
     /// and swaps in the snapshot that holds them; `report` (of what offers
     /// them) comes back saying which were registered and which shadowed.
     #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     pub(crate) async fn add_late(
         &self,
-        mut report: FileReport,
+        report: FileReport,
         entries: Vec<Arc<Entry>>,
     ) -> FileReport {
+        self.set_late(report, entries).await
+    }
+
+    /// Replaces the late entries `offerer` added with `entries` (an
+    /// entry kept from before keeps the name it owns), as
+    /// [`add_late`](Self::add_late) adds them; logs what it did.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) async fn replace_late(&self, offerer: &str, entries: Vec<Arc<Entry>>) {
+        let source = match entries.first() {
+            Some(entry) => entry.info.source.clone(),
+            None => Source::Bytes,
+        };
+        let report = FileReport {
+            component: offerer.to_string(),
+            source,
+            registered: Vec::new(),
+            shadowed: Vec::new(),
+            error: None,
+        };
+        let report = self.set_late(report, entries).await;
+        tracing::info!(
+            offerer = %offerer,
+            registered = report.registered.len(),
+            shadowed = report.shadowed.len(),
+            "its tools changed; the registry now has them"
+        );
+    }
+
+    async fn set_late(&self, mut report: FileReport, entries: Vec<Arc<Entry>>) -> FileReport {
         let mut state = self.inner.state.lock().await;
+        state.late.retain(|e| e.info.component != report.component);
         state.late.extend(entries.iter().cloned());
         let base = self.current();
         let next = owners(&state.fixed, &base, &state.files, &state.late);

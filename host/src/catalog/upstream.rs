@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 
 use crate::ErrorKind;
 use crate::sandbox::limits::Limits;
+use crate::sandbox::outcome::EventSink;
 use crate::sandbox::secrets::Secrets;
 
 /// What a call to an upstream tool came back with.
@@ -43,9 +44,16 @@ pub(crate) type Answering<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>
 /// How the registry reaches an upstream server's tools.
 pub(crate) trait Upstream: Send + Sync {
     /// Calls the server's tool `tool` with `arguments` (valid against its
-    /// input schema), answering within `timeout`. Dropping the future
-    /// cancels the call upstream.
-    fn call(&self, tool: &str, arguments: Map<String, Value>, timeout: Duration) -> Answering<'_>;
+    /// input schema), answering within `timeout`, its progress and log
+    /// notifications sent to `events`. Dropping the future cancels the call
+    /// upstream.
+    fn call(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+        timeout: Duration,
+        events: Option<EventSink>,
+    ) -> Answering<'_>;
 }
 
 /// One upstream server's tool, as registered.

@@ -290,6 +290,19 @@ const CODE_MODE: [Key; 3] = [
         "what a script may print, in KiB",
     ),
 ];
+const MCP_SERVERS_SANDBOX: [Key; 2] = [
+    key(
+        "mcp_servers.*.sandbox",
+        "\"none\"",
+        "\"bubblewrap\" to confine the server with bwrap, or \"none\" (it runs with toolcage's rights)",
+    ),
+    key(
+        "mcp_servers.*.network",
+        "false",
+        "whether a confined server shares toolcage's network",
+    ),
+];
+const MCP_SERVER_MOUNTS: [Key; 3] = mount_keys!("mcp_servers.*.mounts[].");
 const MCP_SERVERS: [Key; 10] = [
     key(
         "mcp_servers.*.command",
@@ -365,6 +378,8 @@ const KEYS: &[&[Key]] = &[
     &DISTRIBUTION,
     &CODE_MODE,
     &MCP_SERVERS,
+    &MCP_SERVERS_SANDBOX,
+    &MCP_SERVER_MOUNTS,
     &PERMISSIONS,
 ];
 

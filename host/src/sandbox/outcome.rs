@@ -22,9 +22,9 @@ use super::text::truncate;
 
 /// The most `log` lines and `progress` reports a call may make; later ones
 /// are dropped.
-const MAX_GUEST_EVENTS: usize = 1_000;
+pub(crate) const MAX_GUEST_EVENTS: usize = 1_000;
 /// The longest `log` or `progress` message kept, in bytes.
-const MAX_EVENT_MESSAGE: usize = 4 << 10;
+pub(crate) const MAX_EVENT_MESSAGE: usize = 4 << 10;
 
 /// A log line's severity, as the guest gave it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

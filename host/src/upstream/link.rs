@@ -5,19 +5,40 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, Tool};
-use rmcp::service::{Peer, RoleClient, RunningService, ServiceExt};
+use std::collections::HashMap;
+use std::sync::PoisonError;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rmcp::ClientHandler;
+// Logging is deprecated by SEP-2577 (2026-07-28), but the 2025-11-25
+// servers toolcage speaks to still send it, and their logs are the
+// caller's events.
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
+    ClientConfig, ClientRequest, Implementation, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, RequestId, ServerResult, Tool,
+};
+#[allow(deprecated)]
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+use rmcp::service::{
+    MaybeSendFuture, NotificationContext, Peer, PeerRequestOptions, RoleClient, RunningService,
+    ServiceExt,
+};
 use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Notify};
 
 use super::answer;
 use super::server::{EnvValue, McpServer};
 use crate::ErrorKind;
 use crate::catalog::upstream::{Answer, Answering, Upstream};
+use crate::sandbox::outcome::{
+    EventSink, GuestEvent, LogLevel, MAX_EVENT_MESSAGE, MAX_GUEST_EVENTS,
+};
 use crate::sandbox::secrets::Secrets;
-use crate::sandbox::text::human_duration;
+use crate::sandbox::secrets::redact::Redactor;
+use crate::sandbox::text::{human_duration, truncate};
 
 /// The most of one stderr line, and of a connection's stderr, that reaches
 /// toolcage's log: a chatty or hostile server cannot flood it.
@@ -33,7 +54,13 @@ pub(super) struct Link {
     server: McpServer,
     secrets: Secrets,
     state: Mutex<State>,
+    /// The calls in flight, by their progress token: where their events go.
+    calls: Calls,
+    /// Told when the server says its tool list changed.
+    changed: Arc<Notify>,
 }
+
+type Calls = Arc<std::sync::Mutex<HashMap<ProgressToken, Arc<Watcher>>>>;
 
 struct State {
     connection: Option<Arc<Connection>>,
@@ -47,7 +74,7 @@ struct State {
 /// A running server: the MCP session, and the child it talks to (killed
 /// when the connection is dropped).
 struct Connection {
-    service: RunningService<RoleClient, ClientConfig>,
+    service: RunningService<RoleClient, Handler>,
     _child: Child,
 }
 
@@ -63,11 +90,16 @@ impl Link {
         server: McpServer,
         secrets: Secrets,
     ) -> Result<(Link, Vec<Tool>), String> {
-        let connection = connect(&server, &secrets).await?;
+        let calls = Calls::default();
+        let changed = Arc::new(Notify::new());
+        let handler = Handler::new(&server, &secrets, calls.clone(), changed.clone());
+        let connection = connect(&server, &secrets, handler).await?;
         let tools = within(&server, connection.peer().list_all_tools()).await?;
         let link = Link {
             server,
             secrets,
+            calls,
+            changed,
             state: Mutex::new(State {
                 connection: Some(Arc::new(connection)),
                 next_start: Instant::now(),
@@ -95,7 +127,13 @@ impl Link {
         if now < state.next_start {
             return Err(self.unavailable(&state, state.next_start - now));
         }
-        match connect(&self.server, &self.secrets).await {
+        let handler = Handler::new(
+            &self.server,
+            &self.secrets,
+            self.calls.clone(),
+            self.changed.clone(),
+        );
+        match connect(&self.server, &self.secrets, handler).await {
             Ok(connection) => {
                 tracing::info!(server = %self.server.name(), "the MCP server was started again");
                 let connection = Arc::new(connection);
@@ -139,7 +177,24 @@ impl Link {
         )
     }
 
-    async fn answer(&self, tool: &str, arguments: Map<String, Value>, timeout: Duration) -> Answer {
+    /// What the server now lists, within its start-up timeout.
+    pub(super) async fn list_tools(&self) -> Result<Vec<Tool>, String> {
+        let connection = self.connection().await?;
+        within(&self.server, connection.peer().list_all_tools()).await
+    }
+
+    /// What is told when the server says its tool list changed.
+    pub(super) fn changes(&self) -> Arc<Notify> {
+        self.changed.clone()
+    }
+
+    async fn answer(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+        timeout: Duration,
+        events: Option<EventSink>,
+    ) -> Answer {
         let name = self.server.name();
         let connection = match self.connection().await {
             Ok(connection) => connection,
@@ -149,10 +204,37 @@ impl Link {
             }
         };
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
-        // Dropping the call (at the timeout, or when the caller cancels)
-        // sends `notifications/cancelled` upstream.
-        match tokio::time::timeout(timeout, connection.peer().call_tool(params)).await {
-            Ok(Ok(result)) => answer::from_result(result),
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let watcher = events.map(|sink| Arc::new(Watcher::new(sink, &self.secrets)));
+        let peer = connection.peer().clone();
+        let call = async {
+            let options = PeerRequestOptions::no_options();
+            let handle = peer.send_cancellable_request(request, options).await?;
+            // Until the answer comes, the call's progress goes to its
+            // caller; dropped early (at the timeout, or cancelled), it is
+            // cancelled upstream.
+            let mut in_flight = InFlight {
+                calls: self.calls.clone(),
+                token: handle.progress_token.clone(),
+                id: Some(handle.id.clone()),
+                peer: peer.clone(),
+            };
+            if let Some(watcher) = watcher {
+                let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+                calls.insert(handle.progress_token.clone(), watcher);
+            }
+            let response = handle.await_response().await;
+            in_flight.id = None;
+            response
+        };
+        match tokio::time::timeout(timeout, call).await {
+            Ok(Ok(ServerResult::CallToolResult(result))) => answer::from_result(result),
+            Ok(Ok(_)) => Answer::Failed {
+                kind: ErrorKind::ToolError,
+                output: format!(
+                    "The MCP server `{name}` answered with something other than a tool result (a request for more input, or a task), which toolcage does not take from an upstream server yet."
+                ),
+            },
             Err(_) => Answer::Failed {
                 kind: ErrorKind::Timeout,
                 output: format!(
@@ -175,10 +257,188 @@ impl Link {
     }
 }
 
+/// A call in flight: forgotten when it ends, and cancelled upstream when
+/// it ends without an answer.
+struct InFlight {
+    calls: Calls,
+    token: ProgressToken,
+    id: Option<RequestId>,
+    peer: Peer<RoleClient>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        calls.remove(&self.token);
+        drop(calls);
+        let Some(id) = self.id.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        let reason = Some("cancelled by toolcage's caller, or timed out".to_string());
+        runtime.spawn(async move {
+            let notice = CancelledNotificationParam::new(Some(id), reason);
+            peer.notify_cancelled(notice).await.ok();
+        });
+    }
+}
+
+/// Where one call's events go: at most [`MAX_GUEST_EVENTS`], each cut to
+/// [`MAX_EVENT_MESSAGE`] and redacted of the operator's secrets, as a
+/// component's are.
+struct Watcher {
+    sink: EventSink,
+    sent: AtomicUsize,
+    redactor: Option<Arc<Redactor>>,
+}
+
+impl Watcher {
+    fn new(sink: EventSink, secrets: &Secrets) -> Watcher {
+        let redactor = secrets.current().redactor().cloned();
+        Watcher {
+            sink,
+            sent: AtomicUsize::new(0),
+            redactor,
+        }
+    }
+
+    fn bounded(&self, message: String) -> String {
+        let message = match &self.redactor {
+            Some(redactor) => redactor.text(&message).0.into_owned(),
+            None => message,
+        };
+        truncate(message, MAX_EVENT_MESSAGE)
+    }
+
+    fn send(&self, event: GuestEvent) {
+        if self.sent.fetch_add(1, Ordering::Relaxed) >= MAX_GUEST_EVENTS {
+            return;
+        }
+        let event = match event {
+            GuestEvent::Log { level, message } => GuestEvent::Log {
+                level,
+                message: self.bounded(message),
+            },
+            GuestEvent::Progress { message, fraction } => GuestEvent::Progress {
+                message: self.bounded(message),
+                fraction,
+            },
+        };
+        (self.sink)(event);
+    }
+}
+
+/// toolcage's side of a connection: who it says it is, and where the
+/// server's notifications go.
+#[derive(Clone)]
+struct Handler {
+    config: ClientConfig,
+    server: String,
+    calls: Calls,
+    changed: Arc<Notify>,
+}
+
+impl Handler {
+    fn new(server: &McpServer, _secrets: &Secrets, calls: Calls, changed: Arc<Notify>) -> Handler {
+        // 2025-11-25: the newest version whose servers send progress, log
+        // and list-changed notifications unasked (2026-07-28 servers send
+        // them only on streams the client opens for them, which toolcage
+        // does not yet).
+        let config = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("toolcage", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_11_25);
+        Handler {
+            config,
+            server: server.name().to_string(),
+            calls,
+            changed,
+        }
+    }
+
+    fn watchers(&self) -> Vec<Arc<Watcher>> {
+        let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        calls.values().cloned().collect()
+    }
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        self.config.clone()
+    }
+
+    /// A call's progress, to that call's caller.
+    fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(watcher) = calls.get(&params.progress_token).cloned() {
+            drop(calls);
+            let fraction = params
+                .total
+                .filter(|total| *total > 0.0)
+                .map(|total| (params.progress / total).clamp(0.0, 1.0) as f32);
+            let message = params.message.unwrap_or_default();
+            watcher.send(GuestEvent::Progress { message, fraction });
+        }
+        std::future::ready(())
+    }
+
+    /// A log message, to toolcage's log and to the callers of the calls in
+    /// flight on this server (over stdio a message names no call).
+    #[allow(deprecated)]
+    fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        let text = match params.data {
+            Value::String(text) => text,
+            other => other.to_string(),
+        };
+        let message = match params.logger {
+            Some(logger) => format!("{logger}: {text}"),
+            None => text,
+        };
+        let level = match params.level {
+            LoggingLevel::Debug => LogLevel::Debug,
+            LoggingLevel::Info | LoggingLevel::Notice => LogLevel::Info,
+            LoggingLevel::Warning => LogLevel::Warn,
+            _ => LogLevel::Error,
+        };
+        tracing::debug!(server = %self.server, "{}", truncate(message.clone(), MAX_EVENT_MESSAGE).escape_debug());
+        for watcher in self.watchers() {
+            watcher.send(GuestEvent::Log {
+                level,
+                message: message.clone(),
+            });
+        }
+        std::future::ready(())
+    }
+
+    fn on_tool_list_changed(
+        &self,
+        _: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        self.changed.notify_one();
+        std::future::ready(())
+    }
+}
+
 impl Upstream for Link {
-    fn call(&self, tool: &str, arguments: Map<String, Value>, timeout: Duration) -> Answering<'_> {
+    fn call(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+        timeout: Duration,
+        events: Option<EventSink>,
+    ) -> Answering<'_> {
         let tool = tool.to_string();
-        Box::pin(async move { self.answer(&tool, arguments, timeout).await })
+        Box::pin(async move { self.answer(&tool, arguments, timeout, events).await })
     }
 }
 
@@ -202,7 +462,11 @@ async fn within<T>(
 }
 
 /// Starts `server`'s command and initializes an MCP session with it.
-async fn connect(server: &McpServer, secrets: &Secrets) -> Result<Connection, String> {
+async fn connect(
+    server: &McpServer,
+    secrets: &Secrets,
+    handler: Handler,
+) -> Result<Connection, String> {
     let name = server.name();
     let mut child = command(server, secrets)?.spawn().map_err(|e| {
         format!(
@@ -216,11 +480,7 @@ async fn connect(server: &McpServer, secrets: &Secrets) -> Result<Connection, St
         return Err(format!("the MCP server `{name}` has no standard streams"));
     };
     tokio::spawn(log_stderr(name.to_string(), stderr));
-    let client = ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("toolcage", env!("CARGO_PKG_VERSION")),
-    );
-    let started = tokio::time::timeout(server.startup(), client.serve((stdout, stdin))).await;
+    let started = tokio::time::timeout(server.startup(), handler.serve((stdout, stdin))).await;
     match started {
         Ok(Ok(service)) => Ok(Connection {
             service,
@@ -235,16 +495,37 @@ async fn connect(server: &McpServer, secrets: &Secrets) -> Result<Connection, St
 }
 
 /// The command that starts `server`: an empty environment but for the
-/// variables it names, its streams piped, killed with its connection.
+/// variables it names, its streams piped, killed with its connection; under
+/// `bwrap` when it is confined.
 fn command(server: &McpServer, secrets: &Secrets) -> Result<Command, String> {
+    let name = server.name();
     let program = which(server.command()).ok_or_else(|| {
         format!(
-            "the MCP server `{}`'s command `{}` is not on PATH",
-            server.name(),
+            "the MCP server `{name}`'s command `{}` is not on PATH",
             server.command()
         )
     })?;
-    let mut command = Command::new(program);
+    let mut command = match server.confinement() {
+        None => {
+            let mut command = Command::new(&program);
+            if let Some(dir) = server.directory() {
+                command.current_dir(dir);
+            }
+            command
+        }
+        Some(bubblewrap) => {
+            let bwrap = which("bwrap").ok_or_else(|| {
+                format!("the MCP server `{name}` is to run under bubblewrap, but `bwrap` is not on PATH (Debian's package `bubblewrap`)")
+            })?;
+            let mut command = Command::new(bwrap);
+            command.args(bubblewrap.arguments());
+            if let Some(dir) = server.directory() {
+                command.arg("--chdir").arg(dir);
+            }
+            command.arg("--").arg(&program);
+            command
+        }
+    };
     command
         .args(server.arguments())
         .env_clear()
@@ -252,21 +533,17 @@ fn command(server: &McpServer, secrets: &Secrets) -> Result<Command, String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    if let Some(dir) = server.directory() {
-        command.current_dir(dir);
-    }
     let current = secrets.current();
-    for (name, value) in server.environment() {
+    for (var, value) in server.environment() {
         let value = match value {
             EnvValue::Text(text) => text.as_str(),
             EnvValue::Secret(secret) => current.get(secret).map(|s| s.value()).ok_or_else(|| {
                 format!(
-                    "the MCP server `{}`'s variable {name} names the secret `{secret}`, which is not set",
-                    server.name()
+                    "the MCP server `{name}`'s variable {var} names the secret `{secret}`, which is not set"
                 )
             })?,
         };
-        command.env(name, value);
+        command.env(var, value);
     }
     Ok(command)
 }

@@ -1,6 +1,9 @@
 //! Starting an upstream server and putting its tools in a registry.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::Tool;
 
 use super::McpServer;
 use super::link::Link;
@@ -11,6 +14,8 @@ use crate::catalog::registry::{Entry, FileReport, Provider, Registry};
 use crate::catalog::schema::{self, CheckedTool};
 use crate::catalog::upstream::UpstreamTool;
 use crate::sandbox::bindings::{WitDescriptor, WitHints};
+use crate::sandbox::limits::Limits;
+use crate::sandbox::secrets::Secrets;
 
 impl Registry {
     /// Starts the upstream MCP server `server`, and registers the tools it
@@ -22,7 +27,7 @@ impl Registry {
     /// a warning naming it. The server runs for as long as the registry (or
     /// any snapshot of it) holds one of its tools.
     pub async fn load_mcp_server(&mut self, server: &McpServer) -> FileReport {
-        let (mut report, entries) = prepare(self, server).await;
+        let (mut report, entries, _) = prepare(self, server).await;
         let offerer = report.component.clone();
         self.register_entries(&offerer, &entries, &mut report);
         report
@@ -36,7 +41,7 @@ impl Registry {
     pub async fn load_mcp_servers(&mut self, servers: &[McpServer]) -> Vec<FileReport> {
         let prepared = futures::future::join_all(servers.iter().map(|s| prepare(self, s))).await;
         let mut reports = Vec::new();
-        for (mut report, entries) in prepared {
+        for (mut report, entries, _) in prepared {
             let offerer = report.component.clone();
             self.register_entries(&offerer, &entries, &mut report);
             reports.push(report);
@@ -46,6 +51,21 @@ impl Registry {
 }
 
 impl LiveRegistry {
+    /// Starts the upstream MCP server `server` (as
+    /// [`Registry::load_mcp_server`] does) and adds its tools after every
+    /// tool the live registry has: a bundled or directory tool keeps its
+    /// name, the upstream one is reported as shadowed. An upstream tool,
+    /// once it owns a name, keeps it across reloads of the directories.
+    ///
+    /// The live registry follows the server's tool list: each
+    /// `notifications/tools/list_changed` lists its tools again and swaps
+    /// them in atomically, under the same first-wins rules, and its
+    /// subscribers hear of the change (as after a reload).
+    pub async fn load_mcp_server(&self, server: &McpServer) -> FileReport {
+        let (report, entries, offer) = prepare(&self.current(), server).await;
+        self.add_server(report, entries, offer).await
+    }
+
     /// Starts every server of `servers` at once, then adds their tools in
     /// the order given, as [`load_mcp_server`](Self::load_mcp_server) does.
     pub async fn load_mcp_servers(&self, servers: &[McpServer]) -> Vec<FileReport> {
@@ -53,32 +73,32 @@ impl LiveRegistry {
         let prepared =
             futures::future::join_all(servers.iter().map(|s| prepare(&current, s))).await;
         let mut reports = Vec::new();
-        for (report, entries) in prepared {
-            reports.push(match report.error {
-                Some(_) => report,
-                None => self.add_late(report, entries).await,
-            });
+        for (report, entries, offer) in prepared {
+            reports.push(self.add_server(report, entries, offer).await);
         }
         reports
     }
 
-    /// Starts the upstream MCP server `server` (as
-    /// [`Registry::load_mcp_server`] does) and adds its tools after every
-    /// tool the live registry has: a bundled or directory tool keeps its
-    /// name, the upstream one is reported as shadowed. An upstream tool,
-    /// once it owns a name, keeps it across reloads of the directories.
-    pub async fn load_mcp_server(&self, server: &McpServer) -> FileReport {
-        let (report, entries) = prepare(&self.current(), server).await;
-        match report.error {
-            Some(_) => report,
-            None => self.add_late(report, entries).await,
-        }
+    async fn add_server(
+        &self,
+        report: FileReport,
+        entries: Vec<Arc<Entry>>,
+        offer: Option<Offer>,
+    ) -> FileReport {
+        let Some(offer) = offer else { return report };
+        let report = self.add_late(report, entries).await;
+        follow(self, offer);
+        report
     }
 }
 
+/// A started server: the report of its start (no tools in it yet), the
+/// entries of the tools it offers, and its link when it started.
+type Prepared = (FileReport, Vec<Arc<Entry>>, Option<Offer>);
+
 /// Starts `server` and makes an entry of each tool it offers, for
-/// `registry`'s secrets and limits; the report has no tools in it yet.
-async fn prepare(registry: &Registry, server: &McpServer) -> (FileReport, Vec<Arc<Entry>>) {
+/// `registry`'s secrets and limits.
+async fn prepare(registry: &Registry, server: &McpServer) -> Prepared {
     let mut report = FileReport {
         component: server.component_name(),
         source: Source::Mcp {
@@ -94,46 +114,109 @@ async fn prepare(registry: &Registry, server: &McpServer) -> (FileReport, Vec<Ar
         Err(message) => {
             tracing::warn!(server = %server.name(), "{message}");
             report.error = Some(LoadError::Upstream(message));
-            return (report, Vec::new());
+            return (report, Vec::new(), None);
         }
     };
-    let link = Arc::new(link);
-    let limits = server.limits_or(registry.default_limits());
-    let mut entries = Vec::new();
-    for tool in tools.into_iter().filter(|t| server.offers(&t.name)) {
-        let upstream_name = tool.name.to_string();
-        let checked = match checked(server, &tool) {
-            Ok(checked) => checked,
-            Err(problem) => {
-                tracing::warn!(
-                    server = %server.name(),
-                    tool = %upstream_name,
-                    "the upstream tool `{upstream_name}` is skipped: {problem}"
-                );
+    let offer = Offer {
+        server: server.clone(),
+        link: Arc::new(link),
+        limits: server.limits_or(registry.default_limits()),
+        secrets,
+    };
+    let entries = offer.entries(tools, &[]);
+    (report, entries, Some(offer))
+}
+
+/// What a started server's tools are made of.
+#[derive(Clone)]
+struct Offer {
+    server: McpServer,
+    link: Arc<Link>,
+    limits: Limits,
+    secrets: Secrets,
+}
+
+impl Offer {
+    /// An entry for each tool of `tools` the server's settings take. A tool
+    /// that `old` (its entries before a change) has unchanged keeps its
+    /// entry, and so the name it owns.
+    fn entries(&self, tools: Vec<Tool>, old: &[Arc<Entry>]) -> Vec<Arc<Entry>> {
+        let server = &self.server;
+        let source = Source::Mcp {
+            server: server.name().to_string(),
+        };
+        let mut entries = Vec::new();
+        for tool in tools.into_iter().filter(|t| server.offers(&t.name)) {
+            let upstream_name = tool.name.to_string();
+            let checked = match checked(server, &tool) {
+                Ok(checked) => checked,
+                Err(problem) => {
+                    tracing::warn!(
+                        server = %server.name(),
+                        tool = %upstream_name,
+                        "the upstream tool `{upstream_name}` is skipped: {problem}"
+                    );
+                    continue;
+                }
+            };
+            if let Some(same) = old.iter().find(|e| e.info.descriptor == checked.descriptor) {
+                entries.push(same.clone());
                 continue;
             }
-        };
-        let info = crate::ToolInfo {
-            descriptor: checked.descriptor,
-            component: report.component.clone(),
-            source: report.source.clone(),
-            component_hash: String::new(),
-            grants_hash: String::new(),
-        };
-        let tool = UpstreamTool {
-            tool: upstream_name,
-            limits,
-            link: link.clone(),
-            secrets: secrets.clone(),
-        };
-        entries.push(Arc::new(Entry {
-            info,
-            provider: Provider::Upstream(Arc::new(tool)),
-            input: checked.input,
-            output: checked.output,
-        }));
+            let info = crate::ToolInfo {
+                descriptor: checked.descriptor,
+                component: server.component_name(),
+                source: source.clone(),
+                component_hash: String::new(),
+                grants_hash: String::new(),
+            };
+            let tool = UpstreamTool {
+                tool: upstream_name,
+                limits: self.limits,
+                link: self.link.clone(),
+                secrets: self.secrets.clone(),
+            };
+            entries.push(Arc::new(Entry {
+                info,
+                provider: Provider::Upstream(Arc::new(tool)),
+                input: checked.input,
+                output: checked.output,
+            }));
+        }
+        entries
     }
-    (report, entries)
+}
+
+/// The least time between two reloads of one server's tools: a server that
+/// floods `notifications/tools/list_changed` costs one `tools/list` per
+/// pause, not one per notification.
+const RELOAD_PAUSE: Duration = Duration::from_millis(250);
+
+/// Follows the server's tool list for `live`: each
+/// `notifications/tools/list_changed` (after [`RELOAD_PAUSE`]) lists its
+/// tools again and swaps them in, first wins as at load. Ends when the live
+/// registry is gone.
+fn follow(live: &LiveRegistry, offer: Offer) {
+    let weak = live.downgrade();
+    let changes = offer.link.changes();
+    let component = offer.server.component_name();
+    tokio::spawn(async move {
+        loop {
+            changes.notified().await;
+            tokio::time::sleep(RELOAD_PAUSE).await;
+            let Some(live) = weak.upgrade() else { return };
+            let tools = match offer.link.list_tools().await {
+                Ok(tools) => tools,
+                Err(why) => {
+                    tracing::warn!(server = %offer.server.name(), "its tools changed, but listing them failed: {why}");
+                    continue;
+                }
+            };
+            let old = live.late_entries(&component).await;
+            let entries = offer.entries(tools, &old);
+            live.replace_late(&component, entries).await;
+        }
+    });
 }
 
 /// The upstream tool `tool` as a registry descriptor, checked like a

@@ -29,4 +29,4 @@ mod link;
 mod load;
 mod server;
 
-pub use server::{DEFAULT_STARTUP_TIMEOUT, EnvValue, McpServer, McpServerError};
+pub use server::{Bubblewrap, DEFAULT_STARTUP_TIMEOUT, EnvValue, McpServer, McpServerError};

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::catalog::pattern::{glob_match, is_pattern};
 use crate::sandbox::limits::Limits;
+use crate::sandbox::mount::Mount;
 
 /// How long a server has, by default, to answer `initialize` and
 /// `tools/list`.
@@ -22,9 +23,9 @@ pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// - a call has the registry's timeout and output limit
 ///   ([`timeout`](Self::timeout) and [`output_bytes`](Self::output_bytes)
 ///   change them);
-/// - the server has [`DEFAULT_STARTUP_TIMEOUT`] to start and list its tools.
-///
-/// The server runs with toolcage's rights: nothing sandboxes it.
+/// - the server has [`DEFAULT_STARTUP_TIMEOUT`] to start and list its tools;
+/// - it is not confined: it runs with toolcage's rights, unless
+///   [`bubblewrap`](Self::bubblewrap) confines it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpServer {
     name: String,
@@ -38,6 +39,73 @@ pub struct McpServer {
     timeout: Option<Duration>,
     output_bytes: Option<usize>,
     startup_timeout: Duration,
+    confinement: Option<Bubblewrap>,
+}
+
+/// A confinement of a stdio server by Debian's `bubblewrap` (`bwrap`,
+/// started by toolcage), from [`Bubblewrap::new`]: a read-only view of the
+/// system (`/usr`, `/bin`, `/sbin`, `/lib*`, `/etc`), fresh `/proc`, `/dev`
+/// and a private `/tmp`, no other namespace shared (no network unless
+/// [`network`](Self::network)), and of the host's files only the
+/// [`mount`](Self::mount)s, read-only unless made so.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Bubblewrap {
+    mounts: Vec<Mount>,
+    network: bool,
+}
+
+impl Bubblewrap {
+    /// No mounts, no network.
+    pub fn new() -> Bubblewrap {
+        Bubblewrap::default()
+    }
+
+    /// Lends the server `mount`: its host directory at its guest path,
+    /// writable only if the mount is.
+    pub fn mount(mut self, mount: Mount) -> Self {
+        self.mounts.push(mount);
+        self
+    }
+
+    /// Shares toolcage's network with the server.
+    pub fn network(mut self, network: bool) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// `bwrap`'s arguments before `--` and the command.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(super) fn arguments(&self) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-all",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+        ]
+        .map(String::from)
+        .to_vec();
+        if self.network {
+            args.push("--share-net".into());
+        }
+        for system in ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc"] {
+            args.extend(["--ro-bind-try".into(), system.into(), system.into()]);
+        }
+        for mount in &self.mounts {
+            let bind = if mount.is_writable() {
+                "--bind"
+            } else {
+                "--ro-bind"
+            };
+            let host = mount.host().to_string_lossy().into_owned();
+            args.extend([bind.into(), host, mount.guest().to_string()]);
+        }
+        args
+    }
 }
 
 /// The value of a variable in an upstream server's environment.
@@ -98,6 +166,7 @@ impl McpServer {
             timeout: None,
             output_bytes: None,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            confinement: None,
         })
     }
 
@@ -171,6 +240,13 @@ impl McpServer {
         self
     }
 
+    /// Runs the server confined by bubblewrap, as `bubblewrap` says.
+    /// Without it, the server runs with toolcage's rights.
+    pub fn bubblewrap(mut self, bubblewrap: Bubblewrap) -> Self {
+        self.confinement = Some(bubblewrap);
+        self
+    }
+
     /// Its name.
     pub fn name(&self) -> &str {
         &self.name
@@ -203,6 +279,10 @@ impl McpServer {
 
     pub(crate) fn startup(&self) -> Duration {
         self.startup_timeout
+    }
+
+    pub(crate) fn confinement(&self) -> Option<&Bubblewrap> {
+        self.confinement.as_ref()
     }
 
     /// The name the server's tool `tool` is registered under.
