@@ -81,6 +81,9 @@ struct Inner {
     /// Loads and reloads done, and the component files they rejected.
     reloads: AtomicU64,
     rejected_files: AtomicU64,
+    /// Whether tools were added that follow a source of their own (an
+    /// upstream server's tool list), so that they may change.
+    follows: std::sync::atomic::AtomicBool,
 }
 
 struct State {
@@ -231,6 +234,7 @@ impl LiveRegistry {
                 changes: broadcast::channel(64).0,
                 reloads: AtomicU64::new(0),
                 rejected_files: AtomicU64::new(0),
+                follows: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -280,6 +284,12 @@ impl LiveRegistry {
     /// The tools directories and references, in load order.
     pub fn sources(&self) -> &[ToolsSource] {
         &self.inner.sources
+    }
+
+    /// Whether its tools can never change: it has no directories or
+    /// references, and follows no upstream server's tool list.
+    pub fn is_fixed(&self) -> bool {
+        self.inner.sources.is_empty() && !self.inner.follows.load(Ordering::Relaxed)
     }
 
     /// What a watcher watches: the directories, and the lock's directory
@@ -455,6 +465,7 @@ impl LiveRegistry {
         report: FileReport,
         entries: Vec<Arc<Entry>>,
     ) -> FileReport {
+        self.inner.follows.store(true, Ordering::Relaxed);
         self.set_late(report, entries).await
     }
 

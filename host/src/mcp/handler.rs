@@ -68,7 +68,7 @@ impl ServerHandler for Handler {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         // In load order, the same for every client: any cache may keep it.
-        let ttl = match self.tools.sources().is_empty() {
+        let ttl = match self.tools.is_fixed() {
             true => FIXED_LIST_TTL,
             false => LIVE_LIST_TTL,
         };

@@ -397,7 +397,7 @@ impl Sessions {
         let legacy = peer
             .peer_info()
             .is_some_and(|info| info.protocol_version.has_initialize());
-        if !legacy || tools.sources().is_empty() {
+        if !legacy || tools.is_fixed() {
             return;
         }
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
