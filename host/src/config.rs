@@ -289,6 +289,8 @@ struct RawMcpServer {
     command: Option<String>,
     url: Option<String>,
     #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
     args: Vec<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
@@ -669,25 +671,18 @@ fn mcp_server(
 ) -> Result<McpServer, ConfigError> {
     let key = |leaf: &str| format!("mcp_servers.{name}.{leaf}");
     let invalid = |leaf: &str, e: McpServerError| ConfigError::invalid(key(leaf), e);
-    if raw.url.is_some() {
-        return Err(ConfigError::invalid(
-            key("url"),
-            "toolcage starts upstream MCP servers over stdio only, so far: give `command` (and `args`); Streamable HTTP servers are not supported yet",
-        ));
+    if let Some(url) = &raw.url {
+        return remote_mcp_server(name, url, raw);
     }
     let Some(command) = &raw.command else {
-        return Err(ConfigError::invalid(key("command"), "is required"));
+        return Err(ConfigError::invalid(
+            key("command"),
+            "give command (a stdio server) or url (a remote one)",
+        ));
     };
     let mut server = McpServer::stdio(name, command.clone())
         .map_err(|e| invalid("command", e))?
-        .args(raw.args.iter().cloned())
-        .exclude_tools(raw.exclude_tools.iter().cloned())
-        .map_err(|e| invalid("exclude_tools", e))?;
-    if let Some(tools) = &raw.tools {
-        server = server
-            .tools(tools.iter().cloned())
-            .map_err(|e| invalid("tools", e))?;
-    }
+        .args(raw.args.iter().cloned());
     for (var, value) in &raw.env {
         let value = env_value(value, secrets)
             .map_err(|e| ConfigError::invalid(key(&format!("env.{var}")), e))?;
@@ -696,22 +691,7 @@ fn mcp_server(
     if let Some(cwd) = &raw.cwd {
         server = server.cwd(resolve(cwd));
     }
-    if let Some(prefix) = &raw.prefix {
-        server = server.prefix(prefix).map_err(|e| invalid("prefix", e))?;
-    }
-    let positive = |leaf: &str, value: Option<u64>| match value {
-        Some(0) => Err(ConfigError::invalid(key(leaf), "must be greater than 0")),
-        other => Ok(other),
-    };
-    if let Some(ms) = positive("timeout_ms", raw.timeout_ms)? {
-        server = server.timeout(Duration::from_millis(ms));
-    }
-    if let Some(kib) = positive("output_kib", raw.output_kib)? {
-        server = server.output_bytes(usize::try_from(kib << 10).unwrap_or(usize::MAX));
-    }
-    if let Some(ms) = positive("startup_timeout_ms", raw.startup_timeout_ms)? {
-        server = server.startup_timeout(Duration::from_millis(ms));
-    }
+    server = common_settings(name, server, raw)?;
     match raw.sandbox.as_deref() {
         Some("bubblewrap") => {
             let mut bubblewrap = Bubblewrap::new().network(raw.network.unwrap_or(false));
@@ -730,6 +710,71 @@ fn mcp_server(
             format!("`{other}` is not a sandbox: use \"bubblewrap\" or \"none\""),
         )),
     }
+}
+
+/// `[mcp_servers.NAME]` with a `url`: a remote server, with its headers
+/// and the settings every server takes; the stdio ones are refused.
+fn remote_mcp_server(name: &str, url: &str, raw: &RawMcpServer) -> Result<McpServer, ConfigError> {
+    let key = |leaf: &str| format!("mcp_servers.{name}.{leaf}");
+    let stdio = [
+        ("command", raw.command.is_some()),
+        ("args", !raw.args.is_empty()),
+        ("env", !raw.env.is_empty()),
+        ("cwd", raw.cwd.is_some()),
+        ("sandbox", raw.sandbox.is_some()),
+        ("network", raw.network.is_some()),
+        ("mounts", !raw.mounts.is_empty()),
+    ];
+    if let Some((leaf, _)) = stdio.iter().find(|(_, set)| *set) {
+        return Err(ConfigError::invalid(
+            key(leaf),
+            "applies to a stdio server (command); this one has a url",
+        ));
+    }
+    let invalid = |leaf: &str, e: McpServerError| ConfigError::invalid(key(leaf), e);
+    let mut server = McpServer::http(name, url).map_err(|e| invalid("url", e))?;
+    for (header, value) in &raw.headers {
+        server = server
+            .header(header, value)
+            .map_err(|e| invalid(&format!("headers.{header}"), e))?;
+    }
+    common_settings(name, server, raw)
+}
+
+/// The settings every upstream server takes: the tools it offers, their
+/// names, and the limits of its calls.
+fn common_settings(
+    name: &str,
+    mut server: McpServer,
+    raw: &RawMcpServer,
+) -> Result<McpServer, ConfigError> {
+    let key = |leaf: &str| format!("mcp_servers.{name}.{leaf}");
+    let invalid = |leaf: &str, e: McpServerError| ConfigError::invalid(key(leaf), e);
+    server = server
+        .exclude_tools(raw.exclude_tools.iter().cloned())
+        .map_err(|e| invalid("exclude_tools", e))?;
+    if let Some(tools) = &raw.tools {
+        server = server
+            .tools(tools.iter().cloned())
+            .map_err(|e| invalid("tools", e))?;
+    }
+    if let Some(prefix) = &raw.prefix {
+        server = server.prefix(prefix).map_err(|e| invalid("prefix", e))?;
+    }
+    let positive = |leaf: &str, value: Option<u64>| match value {
+        Some(0) => Err(ConfigError::invalid(key(leaf), "must be greater than 0")),
+        other => Ok(other),
+    };
+    if let Some(ms) = positive("timeout_ms", raw.timeout_ms)? {
+        server = server.timeout(Duration::from_millis(ms));
+    }
+    if let Some(kib) = positive("output_kib", raw.output_kib)? {
+        server = server.output_bytes(usize::try_from(kib << 10).unwrap_or(usize::MAX));
+    }
+    if let Some(ms) = positive("startup_timeout_ms", raw.startup_timeout_ms)? {
+        server = server.startup_timeout(Duration::from_millis(ms));
+    }
+    Ok(server)
 }
 
 /// An `env` value: `{{ secrets.NAME }}` names a secret of `[secrets]`;
@@ -1092,41 +1137,65 @@ mod tests {
             .mount(Mount::read_write("/etc/toolcage/data", "/data"));
         let expected = McpServer::stdio("b", "c").unwrap().bubblewrap(bubblewrap);
         assert_eq!(parse(boxed).unwrap().mcp_servers, vec![expected]);
+        let remote = "[secrets.gh]\nenv = \"GH\"\n[mcp_servers.r]\nurl = \"https://mcp.example/mcp\"\nheaders = { Authorization = \"Bearer {{ secrets.gh }}\" }\nprefix = \"gh_\"\n";
+        let expected = McpServer::http("r", "https://mcp.example/mcp")
+            .unwrap()
+            .header("Authorization", "Bearer {{ secrets.gh }}")
+            .unwrap()
+            .prefix("gh_")
+            .unwrap();
+        assert_eq!(parse(remote).unwrap().mcp_servers, vec![expected]);
+        let x = "[mcp_servers.x]\n";
         for (text, key, says) in [
+            (&format!("{x}url = \"ftp://h/mcp\""), "x.url", "not an http"),
             (
-                "[mcp_servers.x]\nurl = \"http://127.0.0.1/mcp\"",
-                "mcp_servers.x.url",
-                "stdio only",
+                &format!("{x}url = \"https://h/\"\nargs = [\"a\"]"),
+                "x.args",
+                "stdio server",
             ),
             (
-                "[mcp_servers.x]\nargs = []",
-                "mcp_servers.x.command",
-                "is required",
+                &format!(
+                    "{x}url = \"http://a.example/\"\nheaders = {{ A = \"{{{{ secrets.s }}}}\" }}"
+                ),
+                "x.headers.A",
+                "plain http",
             ),
+            (&format!("{x}args = []"), "x.command", "give command"),
             (
-                "[mcp_servers.x]\ncommand = \"c\"\nenv = { T = \"{{ secrets.nope }}\" }",
-                "mcp_servers.x.env.T",
+                &format!("{x}command = \"c\"\nenv = {{ T = \"{{{{ secrets.nope }}}}\" }}"),
+                "x.env.T",
                 "`nope`",
             ),
             (
-                "[mcp_servers.x]\ncommand = \"c\"\ntools = [\"a b\"]",
-                "mcp_servers.x.tools",
+                &format!("{x}command = \"c\"\ntools = [\"a b\"]"),
+                "x.tools",
                 "not a tool name pattern",
             ),
             (
-                "[mcp_servers.x]\ncommand = \"c\"\ntimeout_ms = 0",
-                "mcp_servers.x.timeout_ms",
+                &format!("{x}command = \"c\"\ntimeout_ms = 0"),
+                "x.timeout_ms",
                 "greater than 0",
             ),
             (
-                "[mcp_servers.\"a b\"]\ncommand = \"c\"",
-                "mcp_servers.a b.command",
+                &format!("{x}command = \"c\"\nsandbox = \"docker\""),
+                "x.sandbox",
+                "not a sandbox",
+            ),
+            (
+                &format!("{x}command = \"c\"\nnetwork = true"),
+                "x.sandbox",
+                "bubblewrap",
+            ),
+            (
+                &"[mcp_servers.\"a b\"]\ncommand = \"c\"".to_string(),
+                "a b.command",
                 "not valid",
             ),
         ] {
             let error = parse(text).unwrap_err();
+            let key = format!("mcp_servers.{key}");
             assert!(
-                error.contains(key) && error.contains(says),
+                error.contains(&key) && error.contains(says),
                 "{text}: {error}"
             );
         }

@@ -16,8 +16,8 @@ use serde_json::json;
 use toolcage::agent::{Permission, Permissions, Runner, ToolCall};
 use toolcage::upstream::{Bubblewrap, EnvValue, McpServer};
 use toolcage::{
-    CallOptions, CallPolicy, CancelToken, ErrorKind, GuestEvent, LiveRegistry, Mount, Registry,
-    Secret, Secrets,
+    CallOptions, CallPolicy, CancelToken, Cidr, ErrorKind, Grant, GuestEvent, LiveRegistry, Mount,
+    Registry, Secret, Secrets,
 };
 use toolcage_tests::{assert_error, assert_loaded, builder, client_clis, clients_python, guests};
 
@@ -465,4 +465,118 @@ async fn bubblewrap_confines_a_server_and_unconfined_it_could_reach_out() {
     assert!(!boxed.output.contains("HOME="), "{boxed:?}");
     assert!(!boxed.output.contains("CARGO"), "{boxed:?}");
     drop(listener);
+}
+
+/// `upstream_server.py` over Streamable HTTP on 127.0.0.1: its port, and
+/// the process (killed when dropped).
+struct Remote {
+    port: u16,
+    process: std::process::Child,
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        self.process.kill().ok();
+        self.process.wait().ok();
+    }
+}
+
+fn remote() -> Remote {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/upstream_server.py");
+    let process = std::process::Command::new(clients_python())
+        .arg(script)
+        .args(["http", &port.to_string()])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the server starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the server listens within 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Remote { port, process }
+}
+
+#[tokio::test]
+async fn a_remote_server_is_reached_only_as_granted_and_its_secret_never_shows() {
+    const TOKEN: &str = "tok-remote-0123456789";
+    let remote = remote();
+    let port = remote.port;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let grant = |pattern: String| Grant::parse(&pattern).unwrap();
+
+    // Not granted: refused before anything is sent.
+    let mut registry = builder().build().unwrap();
+    let report = registry
+        .load_mcp_server(&McpServer::http("r", &url).unwrap())
+        .await;
+    let error = report.error.expect("refused").to_string();
+    assert!(error.contains("is not granted"), "{error}");
+
+    // Granted by its address: its tools serve, the bearer token goes with
+    // every request and never comes back.
+    let secrets = Secrets::new();
+    secrets.set(Secret::new("token", TOKEN).unwrap());
+    let mut registry = builder()
+        .secrets(secrets)
+        .allow_net(grant(format!("http://127.0.0.1:{port}")))
+        .build()
+        .unwrap();
+    let server = McpServer::http("r", &url)
+        .unwrap()
+        .header("Authorization", "Bearer {{ secrets.token }}")
+        .unwrap();
+    assert_loaded(&registry.load_mcp_server(&server).await);
+    let result = registry
+        .call("mcp__r__echo", json!({ "text": "over http" }))
+        .await;
+    assert_eq!(result.output, "over http", "{result:?}");
+    let result = registry.call("mcp__r__authorization", json!({})).await;
+    assert!(result.output.starts_with("Bearer "), "{result:?}");
+    assert!(!result.output.contains(TOKEN), "{result:?}");
+    assert!(!format!("{:?}", result.details).contains(TOKEN));
+    assert!(result.net.redactions > 0, "{result:?}");
+    let listed = serde_json::to_string(&registry.tools().collect::<Vec<_>>()).unwrap();
+    assert!(!listed.contains(TOKEN));
+
+    // A granted name that resolves into a private range is refused unless
+    // `allow_private` lets names resolve there.
+    let named = format!("http://mcp.test:{port}/mcp");
+    let to_loopback = |name: &str| -> std::io::Result<Vec<std::net::IpAddr>> {
+        match name {
+            "mcp.test" => Ok(vec!["127.0.0.1".parse().unwrap()]),
+            _ => Err(std::io::ErrorKind::NotFound.into()),
+        }
+    };
+    let mut registry = builder()
+        .resolver(to_loopback)
+        .allow_net(grant(format!("http://mcp.test:{port}")))
+        .build()
+        .unwrap();
+    let server = McpServer::http("n", &named).unwrap();
+    let error = registry
+        .load_mcp_server(&server)
+        .await
+        .error
+        .expect("refused");
+    assert!(
+        error.to_string().contains("resolves to 127.0.0.1"),
+        "{error}"
+    );
+    let mut registry = builder()
+        .resolver(to_loopback)
+        .allow_net(grant(format!("http://mcp.test:{port}")))
+        .allow_private("127.0.0.0/8".parse::<Cidr>().unwrap())
+        .build()
+        .unwrap();
+    assert_loaded(&registry.load_mcp_server(&server).await);
+    let result = registry
+        .call("mcp__n__echo", json!({ "text": "by name" }))
+        .await;
+    assert_eq!(result.output, "by name", "{result:?}");
 }

@@ -6,7 +6,9 @@ that answers with as many MiB as asked, one that never answers, one that
 floods `notifications/tools/list_changed`, and one listed with an input
 schema that is not JSON Schema. Others show what the server can reach
 (files, the network, its environment), for the confinement tests. With
-the argument `silent` it never answers `initialize` at all.
+the argument `silent` it never answers `initialize` at all; with `http PORT` it serves
+Streamable HTTP on 127.0.0.1:PORT (any Host header: the tests reach it by
+made-up names too).
 """
 
 import asyncio
@@ -120,10 +122,27 @@ async def flood(count: int, ctx: Context) -> str:
 
 
 @server.tool()
+def authorization(ctx: Context) -> str:
+    """The Authorization header of the request that called it."""
+    return (ctx.headers or {}).get("authorization", "none")
+
+
+@server.tool()
 def pid() -> int:
     """The server's process id."""
     return os.getpid()
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if sys.argv[1:2] == ["http"]:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        open_hosts = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        server.run(
+            "streamable-http",
+            host="127.0.0.1",
+            port=int(sys.argv[2]),
+            transport_security=open_hosts,
+        )
+    else:
+        server.run("stdio")

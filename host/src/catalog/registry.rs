@@ -666,6 +666,21 @@ impl Registry {
         self.entry(name).map(|entry| &entry.info)
     }
 
+    /// What every component may reach (the shared grants and private
+    /// ranges, not any component's own), with the resolver and TLS: the
+    /// egress policy a remote upstream server is reached through.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) fn shared_network(&self) -> Option<Arc<NetPolicy>> {
+        let policy = &self.policy;
+        Some(Arc::new(NetPolicy {
+            grants: policy.allow_net.clone(),
+            allow_private: policy.allow_private.clone(),
+            injections: Vec::new(),
+            secrets: policy.secrets.clone(),
+            shared: policy.net_shared.clone()?,
+        }))
+    }
+
     /// The limits a component runs with unless the operator set its own.
     pub fn default_limits(&self) -> Limits {
         self.policy.limits

@@ -303,11 +303,21 @@ const MCP_SERVERS_SANDBOX: [Key; 2] = [
     ),
 ];
 const MCP_SERVER_MOUNTS: [Key; 3] = mount_keys!("mcp_servers.*.mounts[].");
-const MCP_SERVERS: [Key; 10] = [
+const MCP_SERVERS: [Key; 12] = [
     key(
         "mcp_servers.*.command",
-        "required",
-        "the program that runs the server (on toolcage's PATH, or a path)",
+        "one of command or url",
+        "the program that runs a stdio server (on toolcage's PATH, or a path)",
+    ),
+    key(
+        "mcp_servers.*.url",
+        "one of command or url",
+        "a remote server's Streamable HTTP endpoint, granted by [network] allow",
+    ),
+    key(
+        "mcp_servers.*.headers.*",
+        "none",
+        "a header sent to a remote server: text, with {{ secrets.NAME }}",
     ),
     key("mcp_servers.*.args", "[]", "the program's arguments"),
     key(
@@ -390,11 +400,7 @@ pub(super) fn keys() -> impl Iterator<Item = &'static Key> {
 
 /// Keys the parser knows only to refuse with a pointer to the right place
 /// (`Config::parse` says where they go).
-const REDIRECTED: &[&str] = &[
-    "network.inject",
-    "components.*.network.ca_file",
-    "mcp_servers.*.url",
-];
+const REDIRECTED: &[&str] = &["network.inject", "components.*.network.ca_file"];
 
 /// Whether a table's segment (`mounts[]`, `*`, `limits`) matches a
 /// concrete one (`mounts[]`, `fs`, `limits`): `*` is any name, never an

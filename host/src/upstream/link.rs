@@ -29,16 +29,20 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 use tokio::sync::{Mutex, Notify};
 
-use super::answer;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
 use super::server::{EnvValue, McpServer};
+use super::{answer, http};
 use crate::ErrorKind;
 use crate::catalog::upstream::{Answer, Answering, Upstream};
+use crate::sandbox::net::NetPolicy;
 use crate::sandbox::outcome::{
     EventSink, GuestEvent, LogLevel, MAX_EVENT_MESSAGE, MAX_GUEST_EVENTS,
 };
 use crate::sandbox::secrets::Secrets;
 use crate::sandbox::secrets::redact::Redactor;
-use crate::sandbox::text::{human_duration, truncate};
+use crate::sandbox::text::{human_duration, truncate, with_causes};
 
 /// The most of one stderr line, and of a connection's stderr, that reaches
 /// toolcage's log: a chatty or hostile server cannot flood it.
@@ -53,6 +57,8 @@ const LAST_PAUSE: Duration = Duration::from_secs(30);
 pub(super) struct Link {
     server: McpServer,
     secrets: Secrets,
+    /// The egress policy a remote server is reached through.
+    egress: Option<Arc<NetPolicy>>,
     state: Mutex<State>,
     /// The calls in flight, by their progress token: where their events go.
     calls: Calls,
@@ -75,7 +81,8 @@ struct State {
 /// when the connection is dropped).
 struct Connection {
     service: RunningService<RoleClient, Handler>,
-    _child: Child,
+    /// A stdio server's process.
+    _child: Option<Child>,
 }
 
 impl Connection {
@@ -89,15 +96,17 @@ impl Link {
     pub(super) async fn start(
         server: McpServer,
         secrets: Secrets,
+        egress: Option<Arc<NetPolicy>>,
     ) -> Result<(Link, Vec<Tool>), String> {
         let calls = Calls::default();
         let changed = Arc::new(Notify::new());
         let handler = Handler::new(&server, &secrets, calls.clone(), changed.clone());
-        let connection = connect(&server, &secrets, handler).await?;
+        let connection = connect(&server, &secrets, egress.as_ref(), handler).await?;
         let tools = within(&server, connection.peer().list_all_tools()).await?;
         let link = Link {
             server,
             secrets,
+            egress,
             calls,
             changed,
             state: Mutex::new(State {
@@ -133,7 +142,7 @@ impl Link {
             self.calls.clone(),
             self.changed.clone(),
         );
-        match connect(&self.server, &self.secrets, handler).await {
+        match connect(&self.server, &self.secrets, self.egress.as_ref(), handler).await {
             Ok(connection) => {
                 tracing::info!(server = %self.server.name(), "the MCP server was started again");
                 let connection = Arc::new(connection);
@@ -461,8 +470,66 @@ async fn within<T>(
     }
 }
 
-/// Starts `server`'s command and initializes an MCP session with it.
+/// Reaches `server` (starting its command, or over HTTP through `egress`)
+/// and initializes an MCP session with it.
 async fn connect(
+    server: &McpServer,
+    secrets: &Secrets,
+    egress: Option<&Arc<NetPolicy>>,
+    handler: Handler,
+) -> Result<Connection, String> {
+    match server.url() {
+        Some(url) => connect_http(server, url, secrets, egress, handler).await,
+        None => connect_stdio(server, secrets, handler).await,
+    }
+}
+
+/// A remote server: every request through the egress policy, with its
+/// headers (secrets rendered now).
+async fn connect_http(
+    server: &McpServer,
+    url: &str,
+    secrets: &Secrets,
+    egress: Option<&Arc<NetPolicy>>,
+    handler: Handler,
+) -> Result<Connection, String> {
+    let name = server.name();
+    let refused = |why: String| format!("the MCP server `{name}` may not be reached: {why}");
+    let Some(egress) = egress else {
+        return Err(refused("the registry has no network".into()));
+    };
+    let client = http::client(url, egress).map_err(&refused)?;
+    http::preflight(url, egress).await.map_err(&refused)?;
+    let set = secrets.current();
+    let mut headers = HashMap::new();
+    for injection in server.headers() {
+        let (header, value) = injection.render(&set).map_err(|missing| {
+            format!("the MCP server `{name}`'s header {} names the secret `{missing}`, which is not set", injection.header())
+        })?;
+        headers.insert(header, value);
+    }
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(headers);
+    let transport = StreamableHttpClientTransport::with_client(client, config);
+    let started = tokio::time::timeout(server.startup(), handler.serve(transport)).await;
+    match started {
+        Ok(Ok(service)) => Ok(Connection {
+            service,
+            _child: None,
+        }),
+        Ok(Err(e)) => Err(format!(
+            "the MCP server `{name}` did not initialize: {}",
+            with_causes(&e)
+        )),
+        Err(_) => Err(format!(
+            "the MCP server `{name}` did not initialize within {}",
+            human_duration(server.startup())
+        )),
+    }
+}
+
+/// Starts `server`'s command and initializes an MCP session with it.
+async fn connect_stdio(
     server: &McpServer,
     secrets: &Secrets,
     handler: Handler,
@@ -484,9 +551,12 @@ async fn connect(
     match started {
         Ok(Ok(service)) => Ok(Connection {
             service,
-            _child: child,
+            _child: Some(child),
         }),
-        Ok(Err(e)) => Err(format!("the MCP server `{name}` did not initialize: {e}")),
+        Ok(Err(e)) => Err(format!(
+            "the MCP server `{name}` did not initialize: {}",
+            with_causes(&e)
+        )),
         Err(_) => Err(format!(
             "the MCP server `{name}` did not initialize within {}",
             human_duration(server.startup())

@@ -109,7 +109,8 @@ async fn prepare(registry: &Registry, server: &McpServer) -> Prepared {
         error: None,
     };
     let secrets = registry.secrets().clone();
-    let (link, tools) = match Link::start(server.clone(), secrets.clone()).await {
+    let egress = registry.shared_network();
+    let (link, tools) = match Link::start(server.clone(), secrets.clone(), egress).await {
         Ok(started) => started,
         Err(message) => {
             tracing::warn!(server = %server.name(), "{message}");

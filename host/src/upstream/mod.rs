@@ -24,6 +24,8 @@
 #[cfg(feature = "mcp")]
 mod answer;
 #[cfg(feature = "mcp")]
+mod http;
+#[cfg(feature = "mcp")]
 mod link;
 #[cfg(feature = "mcp")]
 mod load;

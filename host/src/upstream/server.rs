@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::catalog::pattern::{glob_match, is_pattern};
 use crate::sandbox::limits::Limits;
 use crate::sandbox::mount::Mount;
+use crate::sandbox::secrets::Injection;
 
 /// How long a server has, by default, to answer `initialize` and
 /// `tools/list`.
@@ -29,6 +30,10 @@ pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpServer {
     name: String,
+    /// The Streamable HTTP endpoint, for a remote server; else the
+    /// command runs a stdio one.
+    url: Option<String>,
+    headers: Vec<Injection>,
     command: String,
     args: Vec<String>,
     env: Vec<(String, EnvValue)>,
@@ -140,6 +145,21 @@ pub enum McpServerError {
     /// The command is empty.
     #[error("the MCP server `{0}` has no command")]
     Command(String),
+    /// A remote server's URL is not http(s).
+    #[error("`{0}` is not an http:// or https:// URL")]
+    Url(String),
+    /// A header cannot be sent as given.
+    #[error("{0}")]
+    Header(String),
+}
+
+/// `scheme://authority` of `url`.
+fn origin(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    format!("{scheme}://{authority}")
 }
 
 impl McpServer {
@@ -156,6 +176,8 @@ impl McpServer {
         }
         Ok(McpServer {
             name: name.to_string(),
+            url: None,
+            headers: Vec::new(),
             command,
             args: Vec::new(),
             env: Vec::new(),
@@ -168,6 +190,35 @@ impl McpServer {
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             confinement: None,
         })
+    }
+
+    /// A remote server at `url` (`https://`, or `http://` on loopback),
+    /// spoken to over Streamable HTTP, reached only through the registry's
+    /// egress policy: the URL must be granted by the shared network grants,
+    /// and names must not resolve into private ranges unless allowed. The
+    /// stdio settings (arguments, environment, directory, bubblewrap) do
+    /// not apply to it.
+    pub fn http(name: &str, url: &str) -> Result<McpServer, McpServerError> {
+        if !(url.starts_with("https://") || url.starts_with("http://")) {
+            return Err(McpServerError::Url(url.to_string()));
+        }
+        let mut server = McpServer::stdio(name, "-")?;
+        server.command = String::new();
+        server.url = Some(url.to_string());
+        Ok(server)
+    }
+
+    /// Sends `header: value` with every request to a remote server; `value`
+    /// may hold `{{ secrets.NAME }}` (read when the server is reached, and
+    /// redacted from its answers). A secret goes only over https, or plain
+    /// http to a loopback address literal.
+    pub fn header(mut self, header: &str, value: &str) -> Result<Self, McpServerError> {
+        let url = self.url.clone().unwrap_or_default();
+        let origin = origin(&url);
+        let injection = Injection::new(&origin, header, value)
+            .map_err(|e| McpServerError::Header(e.to_string()))?;
+        self.headers.push(injection);
+        Ok(self)
     }
 
     /// Adds arguments to the command.
@@ -263,6 +314,14 @@ impl McpServer {
 
     pub(crate) fn command(&self) -> &str {
         &self.command
+    }
+
+    pub(crate) fn url(&self) -> Option<&str> {
+        self.url.as_deref()
+    }
+
+    pub(crate) fn headers(&self) -> &[Injection] {
+        &self.headers
     }
 
     pub(crate) fn arguments(&self) -> &[String] {

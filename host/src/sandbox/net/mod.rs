@@ -24,7 +24,7 @@
 //! - raw TCP and UDP go only where `tcp://` and `udp://` grants allow, and a
 //!   tool looks up only names such grants name ([`sockets`]).
 
-mod address;
+pub(crate) mod address;
 pub(crate) mod grant;
 mod meter;
 mod policy;
