@@ -68,8 +68,8 @@ pub mod telemetry;
 pub mod upstream;
 
 pub use call::{
-    Arguments, CallOptions, CallPolicy, CallReport, CallResult, MAX_ARGUMENT_BYTES,
-    MAX_LISTED_NESTED, Metrics, NestedCall, NestedEvent, NestedUsage,
+    Arguments, CallOptions, CallPolicy, CallReport, CallResult, Elicitation, ElicitationRequest,
+    MAX_ARGUMENT_BYTES, MAX_LISTED_NESTED, Metrics, NestedCall, NestedEvent, NestedUsage,
 };
 pub use catalog::component::{Descriptor, Hints, Source};
 pub use catalog::live::{ChangeKind, LiveRegistry, ReloadReport, ToolChange};

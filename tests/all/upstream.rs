@@ -16,8 +16,8 @@ use serde_json::json;
 use toolcage::agent::{Permission, Permissions, Runner, ToolCall};
 use toolcage::upstream::{Bubblewrap, EnvValue, McpServer};
 use toolcage::{
-    CallOptions, CallPolicy, CancelToken, Cidr, ErrorKind, Grant, GuestEvent, LiveRegistry, Mount,
-    Registry, Secret, Secrets,
+    CallOptions, CallPolicy, CancelToken, Cidr, Elicitation, ElicitationRequest, ErrorKind, Grant,
+    GuestEvent, LiveRegistry, Mount, Registry, Secret, Secrets,
 };
 use toolcage_tests::{assert_error, assert_loaded, builder, client_clis, clients_python, guests};
 
@@ -579,4 +579,72 @@ async fn a_remote_server_is_reached_only_as_granted_and_its_secret_never_shows()
         .call("mcp__n__echo", json!({ "text": "by name" }))
         .await;
     assert_eq!(result.output, "by name", "{result:?}");
+}
+
+#[tokio::test]
+async fn closing_ends_every_server_within_its_bound_and_a_later_call_restarts() {
+    let mut registry = builder().build().unwrap();
+    let reports = registry
+        .load_mcp_servers(&[hostile("a"), hostile("b")])
+        .await;
+    for report in &reports {
+        assert_loaded(report);
+    }
+    let pid = |result: &toolcage::CallResult| -> u32 { result.output.trim().parse().unwrap() };
+    let a = pid(&registry.call("mcp__a__pid", json!({})).await);
+    let b = pid(&registry.call("mcp__b__pid", json!({})).await);
+    // `b` will not exit when its input ends: it is killed at the bound.
+    let result = registry.call("mcp__b__linger", json!({})).await;
+    assert_eq!(result.output, "lingering", "{result:?}");
+    let started = Instant::now();
+    registry.close_mcp_servers(Duration::from_millis(800)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    for pid in [a, b] {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "{pid} still runs"
+        );
+    }
+    // A later call starts the server again.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let again = registry.call("mcp__a__pid", json!({})).await;
+    assert!(!again.is_error, "{again:?}");
+    assert_ne!(pid(&again), a);
+}
+
+#[tokio::test]
+async fn a_servers_question_goes_to_the_callers_asker_or_is_declined_saying_so() {
+    let registry = registry_with(&hostile("h")).await;
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    let options = CallOptions::new().on_elicitation(move |question: ElicitationRequest| {
+        seen.lock().unwrap().push(question);
+        async { Elicitation::Accept(json!({ "name": "Ada" })) }
+    });
+    let result = registry.call_with("mcp__h__ask", json!({}), options).await;
+    assert_eq!(result.output, "hello Ada", "{result:?}");
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].tool, "mcp__h__ask");
+    assert_eq!(asked[0].message, "What is your name?");
+    assert_eq!(asked[0].schema["properties"]["name"]["type"], "string");
+
+    // Nobody to ask: declined, and the call's events say why.
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    let options = CallOptions::new().on_event(move |event| sink.lock().unwrap().push(event));
+    let result = registry.call_with("mcp__h__ask", json!({}), options).await;
+    assert_eq!(result.output, "decline", "{result:?}");
+    let events = events.lock().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|event| matches!(event, GuestEvent::Log { message, .. }
+            if message.contains("toolcage declined: its caller cannot ask the user"))),
+        "{events:?}"
+    );
 }

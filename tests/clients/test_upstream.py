@@ -78,3 +78,27 @@ async def test_upstream_tools_are_served_and_their_changes_announced(mode):
                     await add_and_remove(subscription)
             else:
                 await add_and_remove(None)
+
+
+async def test_an_upstream_servers_question_reaches_the_user_through_toolcage():
+    """The upstream server asks its user (elicitation) during a call: a
+    client of an older revision that supports elicitation is asked, naming
+    the tool; its answer goes back to the server."""
+    with tempfile.TemporaryDirectory() as directory:
+        config = Path(directory) / "toolcage.toml"
+        config.write_text(
+            "[mcp_servers.h]\n"
+            f"command = {str(sys.executable)!r}\n"
+            f"args = [{str(SERVER)!r}]\n"
+        )
+        asked = []
+
+        async def answer(context, params):
+            asked.append(params.message)
+            return types.ElicitResult(action="accept", content={"name": "Grace"})
+
+        server = StdioServerParameters(command=BIN, args=["--config", str(config), "serve"])
+        async with Client(server, mode="legacy", elicitation_callback=answer) as client:
+            result = await client.call_tool("mcp__h__ask", {})
+            assert result.content[0].text == "hello Grace"
+        assert asked == ["The tool `mcp__h__ask` asks: What is your name?"]

@@ -17,6 +17,8 @@ import sys
 
 import socket
 
+from pydantic import BaseModel
+
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import Tool
 
@@ -125,6 +127,29 @@ async def flood(count: int, ctx: Context) -> str:
 def authorization(ctx: Context) -> str:
     """The Authorization header of the request that called it."""
     return (ctx.headers or {}).get("authorization", "none")
+
+
+@server.tool()
+def linger() -> str:
+    """Keeps the process alive after its input ends (a non-daemon thread)."""
+    import threading
+    import time
+
+    threading.Thread(target=time.sleep, args=(3600,)).start()
+    return "lingering"
+
+
+class Name(BaseModel):
+    name: str
+
+
+@server.tool()
+async def ask(ctx: Context) -> str:
+    """Asks the user their name (elicitation), and greets them."""
+    result = await ctx.elicit("What is your name?", Name)
+    if result.action == "accept":
+        return f"hello {result.data.name}"
+    return result.action
 
 
 @server.tool()

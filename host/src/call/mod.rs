@@ -40,6 +40,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 pub(crate) mod cache;
+mod elicit;
 mod nested;
 mod options;
 mod outcome;
@@ -48,6 +49,8 @@ mod policy;
 mod trace;
 
 pub use cache::ResultCache;
+pub(crate) use elicit::Elicitor;
+pub use elicit::{Elicitation, ElicitationRequest};
 pub use nested::{MAX_LISTED_NESTED, NestedCall, NestedEvent, NestedUsage};
 #[cfg(feature = "mcp")]
 pub(crate) use nested::{Recorded, Replay};

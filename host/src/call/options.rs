@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::elicit::{Elicitation, ElicitationRequest, Elicitor};
 use super::nested::{NestedEvent, NestedSink, Nesting, Replay};
 use super::{CallPolicy, Tracer};
 use crate::sandbox::outcome::{CancelToken, GuestEvent};
@@ -23,6 +24,8 @@ pub struct CallOptions {
     pub(super) nesting: Option<Nesting>,
     /// What a re-run of the call's tree answers from the run before it.
     pub(super) replay: Option<Arc<dyn Replay>>,
+    /// Who answers the questions the tool's server asks the user.
+    elicitor: Option<Elicitor>,
 }
 
 impl CallOptions {
@@ -59,6 +62,24 @@ impl CallOptions {
     }
 
     /// Checks the call against `policy`: its permission rules and approver,
+    /// its result cache, its telemetry. Default: none (every tool allowed).
+    pub fn policy(mut self, policy: impl Into<Arc<CallPolicy>>) -> Self {
+        self.policy = Some(policy.into());
+        self
+    }
+
+    /// Answers the questions the tool's upstream MCP server asks the user
+    /// during the call (elicitation) with `ask`. Default: none, so a
+    /// question is answered "declined", and the call's events say so.
+    pub fn on_elicitation<F, Fut>(mut self, ask: F) -> Self
+    where
+        F: Fn(ElicitationRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Elicitation> + Send + 'static,
+    {
+        self.elicitor = Some(Arc::new(move |question| Box::pin(ask(question))));
+        self
+    }
+
     /// Answers the nested calls with effects that an earlier run of this
     /// call already made from `replay`, rather than running them again (a
     /// 2026-07-28 MCP client retrying a call with an answer).
@@ -68,14 +89,12 @@ impl CallOptions {
         self
     }
 
-    /// its result cache, its telemetry. Default: none (every tool allowed).
-    pub fn policy(mut self, policy: impl Into<Arc<CallPolicy>>) -> Self {
-        self.policy = Some(policy.into());
-        self
-    }
-
     pub(crate) fn id(&self) -> Option<&str> {
         self.call_id.as_deref()
+    }
+
+    pub(crate) fn elicitor(&self) -> Option<&Elicitor> {
+        self.elicitor.as_ref()
     }
 
     pub(crate) fn events(&self) -> Option<&EventSink> {

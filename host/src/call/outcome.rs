@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::{CallOptions, CallResult, MAX_ARGUMENT_BYTES, too_large};
+use super::{CallOptions, CallResult, ElicitationRequest, Elicitor, MAX_ARGUMENT_BYTES, too_large};
 use crate::ErrorKind;
 use crate::catalog::component::Component;
 use crate::catalog::registry::{Entry, Provider, with_stderr};
@@ -117,9 +117,17 @@ async fn upstream(
     let arguments = arguments.as_object().cloned().unwrap_or_default();
     let limits = &tool.limits;
     let events = options.events().cloned();
+    // A question names the tool as its caller knows it.
+    let elicitor = options.elicitor().cloned().map(|ask| {
+        let name = name.to_string();
+        Arc::new(move |mut question: ElicitationRequest| {
+            question.tool = name.clone();
+            ask(question)
+        }) as Elicitor
+    });
     let answer = tool
         .link
-        .call(&tool.tool, arguments, limits.timeout, events);
+        .call(&tool.tool, arguments, limits.timeout, events, elicitor);
     let answer = match options.cancel() {
         Some(cancel) => tokio::select! {
             answer = answer => answer,

@@ -681,6 +681,24 @@ impl Registry {
         }))
     }
 
+    /// Ends the connections to every upstream MCP server its tools come
+    /// from, each within `bound` (a stdio server that outlives its input's
+    /// end by `bound` is killed), all at once. What a frontend does when it
+    /// stops; a later call starts a server again.
+    pub async fn close_mcp_servers(&self, bound: std::time::Duration) {
+        let mut links: Vec<&Arc<UpstreamTool>> = Vec::new();
+        for entry in self.entries() {
+            if let Provider::Upstream(tool) = &entry.provider
+                && !links
+                    .iter()
+                    .any(|known| Arc::ptr_eq(&known.link, &tool.link))
+            {
+                links.push(tool);
+            }
+        }
+        futures::future::join_all(links.iter().map(|tool| tool.link.close(bound))).await;
+    }
+
     /// The limits a component runs with unless the operator set its own.
     pub fn default_limits(&self) -> Limits {
         self.policy.limits

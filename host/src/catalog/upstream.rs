@@ -18,6 +18,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::ErrorKind;
+use crate::call::Elicitor;
 use crate::sandbox::limits::Limits;
 use crate::sandbox::outcome::EventSink;
 use crate::sandbox::secrets::Secrets;
@@ -41,19 +42,27 @@ pub(crate) enum Answer {
 /// The future of an upstream call.
 pub(crate) type Answering<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
 
+/// The future of closing an upstream server's connection.
+pub(crate) type Closing<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
 /// How the registry reaches an upstream server's tools.
 pub(crate) trait Upstream: Send + Sync {
     /// Calls the server's tool `tool` with `arguments` (valid against its
     /// input schema), answering within `timeout`, its progress and log
-    /// notifications sent to `events`. Dropping the future cancels the call
-    /// upstream.
+    /// notifications sent to `events`, its questions to the user asked
+    /// through `elicitor`. Dropping the future cancels the call upstream.
     fn call(
         &self,
         tool: &str,
         arguments: Map<String, Value>,
         timeout: Duration,
         events: Option<EventSink>,
+        elicitor: Option<Elicitor>,
     ) -> Answering<'_>;
+
+    /// Ends the connection within `bound` (a stdio server's process is
+    /// killed if it outlives it).
+    fn close(&self, bound: Duration) -> Closing<'_>;
 }
 
 /// One upstream server's tool, as registered.

@@ -17,9 +17,9 @@ use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 
-use crate::CancelToken;
 use crate::agent::{Approval, ApprovalRequest, Approver};
 use crate::call::{Recorded, Replay};
+use crate::{CancelToken, Elicitation, ElicitationRequest};
 
 /// Why a client without elicitation cannot approve a call.
 pub const NO_ELICITATION: &str =
@@ -239,6 +239,44 @@ impl Replay for Round {
             }
         }
         done.insert(key, recorded);
+    }
+}
+
+/// The client that answers the questions an upstream MCP server asks its
+/// user during a call: the session's, when it can be asked (its client
+/// supports elicitation, on a revision before 2026-07-28: from 2026-07-28
+/// the server may not send it requests, and the question is declined).
+pub(super) fn upstream_asker(context: &RequestContext<RoleServer>) -> Option<Peer<RoleServer>> {
+    let can_elicit = context
+        .client_capabilities()
+        .is_some_and(|capabilities| capabilities.elicitation.is_some());
+    let legacy = context
+        .protocol_version()
+        .is_some_and(|version| version < ProtocolVersion::V_2026_07_28);
+    (can_elicit && legacy).then(|| context.peer.clone())
+}
+
+/// Puts an upstream server's `question` to the user, saying which tool's
+/// server asks; a schema the client's SDK cannot take is declined.
+pub(super) async fn ask_upstream(
+    peer: &Peer<RoleServer>,
+    question: ElicitationRequest,
+) -> Elicitation {
+    let Ok(requested_schema) = serde_json::from_value::<ElicitationSchema>(question.schema) else {
+        return Elicitation::Decline;
+    };
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: format!("The tool `{}` asks: {}", question.tool, question.message),
+        requested_schema,
+    };
+    match peer.create_elicitation(params).await {
+        Ok(result) => match (result.action, result.content) {
+            (ElicitationAction::Accept, Some(content)) => Elicitation::Accept(content),
+            (ElicitationAction::Cancel, _) => Elicitation::Cancel,
+            _ => Elicitation::Decline,
+        },
+        Err(_) => Elicitation::Decline,
     }
 }
 

@@ -139,6 +139,12 @@ impl McpServer {
         if let Some(round) = &round {
             options = options.replay(round.clone());
         }
+        if let Some(peer) = context.session.as_ref().and_then(approval::upstream_asker) {
+            options = options.on_elicitation(move |question| {
+                let peer = peer.clone();
+                async move { approval::ask_upstream(&peer, question).await }
+            });
+        }
         // Set when the call becomes a task: its request is answered, so
         // neither the request's cancellation nor its notifications apply
         // any more (the extension cancels with `tasks/cancel`, and sends no

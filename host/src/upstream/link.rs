@@ -13,16 +13,18 @@ use rmcp::ClientHandler;
 // Logging is deprecated by SEP-2577 (2026-07-28), but the 2025-11-25
 // servers toolcage speaks to still send it, and their logs are the
 // caller's events.
+use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientRequest, Implementation, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, RequestId, ServerResult, Tool,
+    ClientConfig, ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+    Implementation, ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId,
+    ServerResult, Tool,
 };
 #[allow(deprecated)]
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::service::{
-    MaybeSendFuture, NotificationContext, Peer, PeerRequestOptions, RoleClient, RunningService,
-    ServiceExt,
+    MaybeSendFuture, NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient,
+    RunningService, ServiceExt,
 };
 use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -35,7 +37,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use super::server::{EnvValue, McpServer};
 use super::{answer, http};
 use crate::ErrorKind;
-use crate::catalog::upstream::{Answer, Answering, Upstream};
+use crate::call::Elicitor;
+use crate::catalog::upstream::{Answer, Answering, Closing, Upstream};
 use crate::sandbox::net::NetPolicy;
 use crate::sandbox::outcome::{
     EventSink, GuestEvent, LogLevel, MAX_EVENT_MESSAGE, MAX_GUEST_EVENTS,
@@ -43,6 +46,7 @@ use crate::sandbox::outcome::{
 use crate::sandbox::secrets::Secrets;
 use crate::sandbox::secrets::redact::Redactor;
 use crate::sandbox::text::{human_duration, truncate, with_causes};
+use crate::{Elicitation, ElicitationRequest};
 
 /// The most of one stderr line, and of a connection's stderr, that reaches
 /// toolcage's log: a chatty or hostile server cannot flood it.
@@ -81,8 +85,8 @@ struct State {
 /// when the connection is dropped).
 struct Connection {
     service: RunningService<RoleClient, Handler>,
-    /// A stdio server's process.
-    _child: Option<Child>,
+    /// A stdio server's process (killed if it is dropped still running).
+    child: std::sync::Mutex<Option<Child>>,
 }
 
 impl Connection {
@@ -186,6 +190,25 @@ impl Link {
         )
     }
 
+    /// Ends the connection: the session is closed (a stdio server sees its
+    /// input end), and a process still running after `bound` is killed.
+    /// Later calls start the server again, as after a crash.
+    pub(super) async fn close(&self, bound: Duration) {
+        let connection = self.state.lock().await.connection.take();
+        let Some(connection) = connection else { return };
+        connection.service.cancellation_token().cancel();
+        let child = connection
+            .child
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(mut child) = child else { return };
+        if tokio::time::timeout(bound, child.wait()).await.is_err() {
+            tracing::warn!(server = %self.server.name(), "the MCP server did not exit within {} of its input ending; it is killed", human_duration(bound));
+            child.kill().await.ok();
+        }
+    }
+
     /// What the server now lists, within its start-up timeout.
     pub(super) async fn list_tools(&self) -> Result<Vec<Tool>, String> {
         let connection = self.connection().await?;
@@ -202,7 +225,7 @@ impl Link {
         tool: &str,
         arguments: Map<String, Value>,
         timeout: Duration,
-        events: Option<EventSink>,
+        watcher: Option<Arc<Watcher>>,
     ) -> Answer {
         let name = self.server.name();
         let connection = match self.connection().await {
@@ -214,7 +237,6 @@ impl Link {
         };
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let watcher = events.map(|sink| Arc::new(Watcher::new(sink, &self.secrets)));
         let peer = connection.peer().clone();
         let call = async {
             let options = PeerRequestOptions::no_options();
@@ -295,18 +317,27 @@ impl Drop for InFlight {
 
 /// Where one call's events go: at most [`MAX_GUEST_EVENTS`], each cut to
 /// [`MAX_EVENT_MESSAGE`] and redacted of the operator's secrets, as a
-/// component's are.
+/// component's are; and who answers its server's questions to the user.
 struct Watcher {
-    sink: EventSink,
+    tool: String,
+    sink: Option<EventSink>,
+    elicitor: Option<Elicitor>,
     sent: AtomicUsize,
     redactor: Option<Arc<Redactor>>,
 }
 
 impl Watcher {
-    fn new(sink: EventSink, secrets: &Secrets) -> Watcher {
+    fn new(
+        tool: &str,
+        sink: Option<EventSink>,
+        elicitor: Option<Elicitor>,
+        secrets: &Secrets,
+    ) -> Watcher {
         let redactor = secrets.current().redactor().cloned();
         Watcher {
+            tool: tool.to_string(),
             sink,
+            elicitor,
             sent: AtomicUsize::new(0),
             redactor,
         }
@@ -321,6 +352,7 @@ impl Watcher {
     }
 
     fn send(&self, event: GuestEvent) {
+        let Some(sink) = &self.sink else { return };
         if self.sent.fetch_add(1, Ordering::Relaxed) >= MAX_GUEST_EVENTS {
             return;
         }
@@ -334,7 +366,7 @@ impl Watcher {
                 fraction,
             },
         };
-        (self.sink)(event);
+        sink(event);
     }
 }
 
@@ -354,8 +386,11 @@ impl Handler {
         // and list-changed notifications unasked (2026-07-28 servers send
         // them only on streams the client opens for them, which toolcage
         // does not yet).
+        // Elicitation (form) is offered, and answered by the caller of the
+        // call it comes up in, when there is one (else declined).
+        let capabilities = ClientCapabilities::builder().enable_elicitation().build();
         let config = ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("toolcage", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::V_2025_11_25);
@@ -429,6 +464,61 @@ impl ClientHandler for Handler {
         std::future::ready(())
     }
 
+    /// A question for the user: asked of the one call in flight on this
+    /// server whose caller can ask; declined (and the calls' events say
+    /// why) when no caller can, or when several calls are in flight, since
+    /// over stdio a question names no call.
+    fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<ElicitResult, ErrorData>> + MaybeSendFuture + '_ {
+        let watchers = self.watchers();
+        async move {
+            let ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            } = request
+            else {
+                return Ok(ElicitResult::new(ElicitationAction::Decline));
+            };
+            let askers: Vec<&Arc<Watcher>> =
+                watchers.iter().filter(|w| w.elicitor.is_some()).collect();
+            let (Some(asker), 1) = (askers.first(), askers.len()) else {
+                let why = match askers.is_empty() {
+                    true => "its caller cannot ask the user",
+                    false => {
+                        "several calls are in flight on this server, and the question names none"
+                    }
+                };
+                for watcher in &watchers {
+                    watcher.send(GuestEvent::Log {
+                        level: LogLevel::Warn,
+                        message: format!(
+                            "The MCP server `{}` asked the user \"{message}\"; toolcage declined: {why}.",
+                            self.server
+                        ),
+                    });
+                }
+                return Ok(ElicitResult::new(ElicitationAction::Decline));
+            };
+            let question = ElicitationRequest {
+                tool: asker.tool.clone(),
+                message,
+                schema: serde_json::to_value(&requested_schema).unwrap_or_default(),
+            };
+            let elicitor = asker.elicitor.as_ref().expect("an asker can ask");
+            Ok(match elicitor(question).await {
+                Elicitation::Accept(content) => {
+                    ElicitResult::new(ElicitationAction::Accept).with_content(content)
+                }
+                Elicitation::Decline => ElicitResult::new(ElicitationAction::Decline),
+                Elicitation::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+            })
+        }
+    }
+
     fn on_tool_list_changed(
         &self,
         _: NotificationContext<RoleClient>,
@@ -439,15 +529,29 @@ impl ClientHandler for Handler {
 }
 
 impl Upstream for Link {
+    fn close(&self, bound: Duration) -> Closing<'_> {
+        Box::pin(Link::close(self, bound))
+    }
+
     fn call(
         &self,
         tool: &str,
         arguments: Map<String, Value>,
         timeout: Duration,
         events: Option<EventSink>,
+        elicitor: Option<Elicitor>,
     ) -> Answering<'_> {
         let tool = tool.to_string();
-        Box::pin(async move { self.answer(&tool, arguments, timeout, events).await })
+        let watcher = match (events, elicitor) {
+            (None, None) => None,
+            (events, elicitor) => Some(Arc::new(Watcher::new(
+                &tool,
+                events,
+                elicitor,
+                &self.secrets,
+            ))),
+        };
+        Box::pin(async move { self.answer(&tool, arguments, timeout, watcher).await })
     }
 }
 
@@ -515,7 +619,7 @@ async fn connect_http(
     match started {
         Ok(Ok(service)) => Ok(Connection {
             service,
-            _child: None,
+            child: std::sync::Mutex::new(None),
         }),
         Ok(Err(e)) => Err(format!(
             "the MCP server `{name}` did not initialize: {}",
@@ -551,7 +655,7 @@ async fn connect_stdio(
     match started {
         Ok(Ok(service)) => Ok(Connection {
             service,
-            _child: Some(child),
+            child: std::sync::Mutex::new(Some(child)),
         }),
         Ok(Err(e)) => Err(format!(
             "the MCP server `{name}` did not initialize: {}",

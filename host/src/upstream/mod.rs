@@ -8,18 +8,25 @@
 //! validated, permission-checked, timed out, capped, redacted and traced
 //! like a component's, including a nested call from code mode's scripts.
 //!
-//! Threat model: an upstream server is not a component, and nothing
-//! sandboxes it here. A stdio server runs as a child of toolcage, with
-//! toolcage's rights, in the directory given, with an **empty environment**
-//! plus the variables the operator names (values may be secrets, which are
-//! then redacted from every answer); its stderr goes to toolcage's log, cut
-//! per line and per connection. Its answers are untrusted: descriptors pass
-//! the same checks as a component's (a bad one is skipped with a
-//! diagnostic, the others load), a server that does not initialize within
-//! its start-up timeout is reported and skipped, a call waits at most the
-//! call's timeout (then is cancelled upstream), an answer over the output
-//! limit is refused, and a server that dies is restarted on a later call
-//! after a growing pause, its tools answering `unavailable` meanwhile.
+//! Threat model: an upstream server is not a component. A stdio server
+//! runs as a child of toolcage, with toolcage's rights unless bubblewrap
+//! confines it (a read-only system, only its mounts, no network unless
+//! granted), in the directory given, with an **empty environment** plus
+//! the variables the operator names (values may be secrets, then redacted
+//! from every answer); its stderr goes to toolcage's log, cut per line and
+//! per start. A remote server is reached over Streamable HTTP only through
+//! the egress policy (`http`): its URL granted, no name resolving into a
+//! private range unless allowed, redirects checked again, its secret
+//! headers only over https or to a loopback literal. Its answers are
+//! untrusted either way: descriptors pass the same checks as a component's
+//! (a bad one is skipped with a diagnostic, the others load), a server that
+//! does not initialize within its start-up timeout is reported and skipped,
+//! a call waits at most the call's timeout (then is cancelled upstream), an
+//! answer over the output limit is refused (over 16 MiB in one message the
+//! connection is dropped unread), events are bounded and redacted, a flood
+//! of list changes costs one `tools/list` per pause, and a server that dies
+//! is started again on a later call after a growing pause, its tools
+//! answering `unavailable` meanwhile.
 
 #[cfg(feature = "mcp")]
 mod answer;

@@ -262,7 +262,9 @@ async fn serve(
         metrics: *metrics,
         metrics_addr: metrics_addr.clone(),
     };
-    let served = serve.run(registry, settings.config.clone()).await;
+    let served = serve.run(registry.clone(), settings.config.clone()).await;
+    // Every upstream server ends with the server, within a bound.
+    registry.current().close_mcp_servers(UPSTREAM_CLOSE).await;
     stop_telemetry(telemetry);
     served?;
     Ok(ExitCode::SUCCESS)
@@ -599,6 +601,10 @@ fn mcp_server_flag(text: &str) -> anyhow::Result<McpServer> {
     }
     Ok(server)
 }
+
+/// How long an upstream MCP server has to exit once its input ends, when
+/// `serve` stops, before it is killed.
+const UPSTREAM_CLOSE: Duration = Duration::from_secs(5);
 
 /// How long telemetry may take, at exit, to send what is pending: a hanging
 /// collector must not keep toolcage from exiting promptly.
