@@ -88,6 +88,27 @@ async fn everythings_tools_are_registered_under_its_prefix_and_answer() {
     let content = &result.details.expect("details")["content"];
     assert_eq!(content[0]["type"], "image", "{content}");
 
+    // Its long-running operation's progress notifications are the call's
+    // progress events.
+    let progress = Arc::new(Mutex::new(Vec::new()));
+    let sink = progress.clone();
+    let options = CallOptions::new().on_event(move |event| {
+        if let GuestEvent::Progress { fraction, .. } = event {
+            sink.lock().unwrap().push(fraction);
+        }
+    });
+    let result = registry
+        .call_with(
+            "mcp__everything__trigger-long-running-operation",
+            json!({ "duration": 1, "steps": 4 }),
+            options,
+        )
+        .await;
+    assert!(!result.is_error, "{result:?}");
+    let progress = progress.lock().unwrap().clone();
+    assert_eq!(progress.len(), 4, "{progress:?}");
+    assert_eq!(progress.last(), Some(&Some(1.0)), "{progress:?}");
+
     // Bad arguments never reach the server: the model gets every error.
     let result = registry
         .call("mcp__everything__get-sum", json!({ "a": "two" }))
