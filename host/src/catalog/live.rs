@@ -501,25 +501,7 @@ impl LiveRegistry {
         let base = self.current();
         let next = owners(&state.fixed, &base, &state.files, &state.late);
         for entry in &entries {
-            let name = &entry.info.descriptor.name;
-            match next.iter().find(|e| e.info.descriptor.name == *name) {
-                Some(owner) if Arc::ptr_eq(owner, entry) => report.registered.push(name.clone()),
-                Some(owner) => {
-                    tracing::warn!(
-                        tool = %name,
-                        owner = %owner.info.component,
-                        skipped = %report.component,
-                        "tool name already registered by `{}`; the later definition from `{}` is ignored (first wins)",
-                        owner.info.component,
-                        report.component
-                    );
-                    report.shadowed.push(Shadowed {
-                        tool: name.clone(),
-                        owner: owner.info.component.clone(),
-                    });
-                }
-                None => {}
-            }
+            owned_or_shadowed(entry, &next, &mut report);
         }
         let changes = diff(&base, &next);
         self.inner.current.store(Arc::new(base.with_entries(next)));
@@ -784,6 +766,31 @@ fn owners(
         .collect()
 }
 
+/// Notes in `report` whether `entry` owns its name among `entries` (the
+/// next snapshot's), or another does: then it is shadowed, and logged.
+fn owned_or_shadowed(entry: &Arc<Entry>, entries: &[Arc<Entry>], report: &mut FileReport) {
+    let name = &entry.info.descriptor.name;
+    match entries.iter().find(|e| &e.info.descriptor.name == name) {
+        Some(owner) if Arc::ptr_eq(owner, entry) => report.registered.push(name.clone()),
+        Some(owner) => {
+            tracing::warn!(
+                tool = %name,
+                owner = %owner.info.component,
+                skipped = %report.component,
+                source = %report.source,
+                "tool name already registered by `{}`; the definition from `{}` is ignored (first wins)",
+                owner.info.component,
+                report.component
+            );
+            report.shadowed.push(Shadowed {
+                tool: name.clone(),
+                owner: owner.info.component.clone(),
+            });
+        }
+        None => {}
+    }
+}
+
 /// What `file` registered among `entries`, and which of its names others own.
 fn file_report(file: &LiveFile, entries: &[Arc<Entry>]) -> FileReport {
     let component = &file.prepared.component;
@@ -795,27 +802,7 @@ fn file_report(file: &LiveFile, entries: &[Arc<Entry>]) -> FileReport {
         error: None,
     };
     for entry in &file.prepared.entries {
-        let name = &entry.info.descriptor.name;
-        let owner = entries.iter().find(|e| &e.info.descriptor.name == name);
-        match owner {
-            Some(owner) if Arc::ptr_eq(owner, entry) => report.registered.push(name.clone()),
-            Some(owner) => {
-                tracing::warn!(
-                    tool = %name,
-                    owner = %owner.info.component,
-                    skipped = %component.name,
-                    source = %component.source,
-                    "tool name already registered by `{}`; the definition from `{}` is ignored (first wins)",
-                    owner.info.component,
-                    component.name
-                );
-                report.shadowed.push(Shadowed {
-                    tool: name.clone(),
-                    owner: owner.info.component.clone(),
-                });
-            }
-            None => {}
-        }
+        owned_or_shadowed(entry, entries, &mut report);
     }
     report
 }

@@ -615,11 +615,21 @@ async fn connect_http(
     let config =
         StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(headers);
     let transport = StreamableHttpClientTransport::with_client(client, config);
-    let started = tokio::time::timeout(server.startup(), handler.serve(transport)).await;
-    match started {
+    initialized(server, handler.serve(transport), None).await
+}
+
+/// The session `serving` makes, within `server`'s start-up timeout, with
+/// the process it talks to (if any).
+async fn initialized<E: std::error::Error + 'static>(
+    server: &McpServer,
+    serving: impl Future<Output = Result<RunningService<RoleClient, Handler>, E>>,
+    child: Option<Child>,
+) -> Result<Connection, String> {
+    let name = server.name();
+    match tokio::time::timeout(server.startup(), serving).await {
         Ok(Ok(service)) => Ok(Connection {
             service,
-            child: std::sync::Mutex::new(None),
+            child: std::sync::Mutex::new(child),
         }),
         Ok(Err(e)) => Err(format!(
             "the MCP server `{name}` did not initialize: {}",
@@ -651,21 +661,7 @@ async fn connect_stdio(
         return Err(format!("the MCP server `{name}` has no standard streams"));
     };
     tokio::spawn(log_stderr(name.to_string(), stderr));
-    let started = tokio::time::timeout(server.startup(), handler.serve((stdout, stdin))).await;
-    match started {
-        Ok(Ok(service)) => Ok(Connection {
-            service,
-            child: std::sync::Mutex::new(Some(child)),
-        }),
-        Ok(Err(e)) => Err(format!(
-            "the MCP server `{name}` did not initialize: {}",
-            with_causes(&e)
-        )),
-        Err(_) => Err(format!(
-            "the MCP server `{name}` did not initialize within {}",
-            human_duration(server.startup())
-        )),
-    }
+    initialized(server, handler.serve((stdout, stdin)), Some(child)).await
 }
 
 /// The command that starts `server`: an empty environment but for the
