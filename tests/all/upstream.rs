@@ -19,7 +19,9 @@ use toolcage::{
     CallOptions, CallPolicy, CancelToken, Cidr, Elicitation, ElicitationRequest, ErrorKind, Grant,
     GuestEvent, LiveRegistry, Mount, Registry, Secret, Secrets,
 };
-use toolcage_tests::{assert_error, assert_loaded, builder, client_clis, clients_python, guests};
+use toolcage_tests::{
+    assert_error, assert_loaded, builder, client_clis, clients_python, guests, toolcage,
+};
 
 /// `server-everything` over stdio, run by `node` itself: its environment
 /// is empty, so a `#!/usr/bin/env node` script would find no `node`.
@@ -667,5 +669,57 @@ async fn a_servers_question_goes_to_the_callers_asker_or_is_declined_saying_so()
             .any(|event| matches!(event, GuestEvent::Log { message, .. }
             if message.contains("toolcage declined: its caller cannot ask the user"))),
         "{events:?}"
+    );
+}
+
+#[test]
+fn the_cli_reaches_a_remote_server_and_its_token_shows_in_no_output_or_log() {
+    const TOKEN: &str = "tok-cli-0123456789abcdef";
+    let remote = remote();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("toolcage.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[network]\nallow = [\"http://127.0.0.1:{port}\"]\n[secrets.token]\nenv = \"REMOTE_TOKEN\"\n[mcp_servers.r]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ Authorization = \"Bearer {{{{ secrets.token }}}}\" }}\n",
+            port = remote.port
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let output = toolcage()
+            .arg("--config")
+            .arg(&config)
+            .args(["--no-bundled", "--log-level", "trace"])
+            .args(args)
+            .env("REMOTE_TOKEN", TOKEN)
+            .output()
+            .expect("toolcage runs");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(
+            !stdout.contains(TOKEN) && !stderr.contains(TOKEN),
+            "{stdout}\n{stderr}"
+        );
+        (output.status.success(), stdout)
+    };
+    let (ok, listed) = run(&["list"]);
+    assert!(ok && listed.contains("mcp__r__authorization"), "{listed}");
+    let (ok, shown) = run(&["inspect", "mcp__r__echo"]);
+    assert!(ok && shown.contains("mcp:r"), "{shown}");
+    let (ok, answer) = run(&["call", "mcp__r__authorization", "{}"]);
+    assert!(ok && answer.contains("Bearer "), "{answer}");
+    // The same server from the command line alone.
+    let url = format!("r=http://127.0.0.1:{}/mcp", remote.port);
+    let grant = format!("http://127.0.0.1:{}", remote.port);
+    let output = toolcage()
+        .args(["--no-bundled", "--allow-net", &grant, "--mcp-server", &url])
+        .args(["call", "mcp__r__echo", r#"{"text": "flag"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "flag",
+        "{output:?}"
     );
 }

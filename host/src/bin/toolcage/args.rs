@@ -40,10 +40,11 @@ pub struct GlobalArgs {
     /// config file's.
     #[arg(long = "tools", value_name = "DIR|oci://REF", global = true)]
     pub tools: Vec<String>,
-    /// Start an upstream MCP server over stdio and take its tools, named
-    /// mcp__NAME__TOOL, after every other tool: NAME=COMMAND [ARG...],
-    /// split at spaces; repeatable. Its environment holds only PATH; for
-    /// more, use [mcp_servers.NAME] in the config.
+    /// Take an upstream MCP server's tools, named mcp__NAME__TOOL, after
+    /// every other tool: NAME=COMMAND [ARG...] (split at spaces) starts one
+    /// over stdio, its environment holding only PATH; NAME=URL reaches one
+    /// over Streamable HTTP, as --allow-net grants; repeatable. For more,
+    /// use [mcp_servers.NAME] in the config.
     #[arg(long = "mcp-server", value_name = "NAME=COMMAND", global = true)]
     pub mcp_servers: Vec<String>,
     /// The config file. Default: ./toolcage.toml when it exists.

@@ -581,13 +581,17 @@ impl Settings {
     }
 }
 
-/// An upstream server from `--mcp-server NAME=COMMAND [ARG...]`: its
+/// An upstream server from `--mcp-server NAME=COMMAND [ARG...]` (its
 /// environment holds toolcage's `PATH` only, so that `npx` and scripts
-/// with `#!/usr/bin/env` find their interpreter.
+/// with `#!/usr/bin/env` find their interpreter) or `NAME=URL` (a remote
+/// server, through the network grants).
 fn mcp_server_flag(text: &str) -> anyhow::Result<McpServer> {
     let (name, command) = text
         .split_once('=')
         .ok_or_else(|| anyhow::anyhow!("--mcp-server: `{text}` is not NAME=COMMAND [ARG...]"))?;
+    if command.starts_with("https://") || command.starts_with("http://") {
+        return McpServer::http(name, command).map_err(|e| anyhow::anyhow!("--mcp-server: {e}"));
+    }
     let mut words = command.split_whitespace();
     let program = words.next().unwrap_or_default();
     let mut server = McpServer::stdio(name, program)

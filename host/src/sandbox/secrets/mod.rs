@@ -37,11 +37,13 @@ pub use set::Secrets;
 /// The log targets whose debug and trace events carry a guest's bytes as
 /// they are, before any redaction: wasmtime-wasi's (and wasi-io's and
 /// wasi-http's) own events print what a guest writes to its streams and the
-/// strings it passes to WASI. toolcage's CLI drops those events whatever the
-/// log level; an embedder with a subscriber of its own should do the same
-/// with [`may_carry_unredacted_bytes`]. Every event toolcage itself logs
-/// about a call is redacted before it is logged.
-pub const UNREDACTED_LOG_TARGETS: &[&str] = &["wasmtime_wasi"];
+/// strings it passes to WASI, and rmcp's print the JSON-RPC messages an
+/// upstream MCP server sends (a tool's answer, before toolcage redacts it).
+/// toolcage's CLI drops those events whatever the log level; an embedder
+/// with a subscriber of its own should do the same with
+/// [`may_carry_unredacted_bytes`]. Every event toolcage itself logs about a
+/// call is redacted before it is logged.
+pub const UNREDACTED_LOG_TARGETS: &[&str] = &["wasmtime_wasi", "rmcp"];
 
 /// Whether a tracing event of `target` at `level` may carry a guest's bytes
 /// unredacted (see [`UNREDACTED_LOG_TARGETS`]): a filter for an embedder's
