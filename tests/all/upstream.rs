@@ -723,3 +723,28 @@ fn the_cli_reaches_a_remote_server_and_its_token_shows_in_no_output_or_log() {
         "{output:?}"
     );
 }
+
+#[tokio::test]
+async fn a_remote_servers_list_changed_swaps_its_tools_in_too() {
+    let remote = remote();
+    let port = remote.port;
+    let base = builder()
+        .allow_net(Grant::parse(&format!("http://127.0.0.1:{port}")).unwrap())
+        .build()
+        .unwrap();
+    let live = LiveRegistry::from(base);
+    let server = McpServer::http("r", &format!("http://127.0.0.1:{port}/mcp")).unwrap();
+    assert!(live.load_mcp_server(&server).await.error.is_none());
+    let mut changes = live.subscribe();
+    let result = live
+        .current()
+        .call("mcp__r__change_tools", json!({ "add": true }))
+        .await;
+    assert_eq!(result.output, "changed", "{result:?}");
+    tokio::time::timeout(Duration::from_secs(10), changes.recv())
+        .await
+        .expect("a change within 10 s")
+        .unwrap();
+    let result = live.current().call("mcp__r__added", json!({})).await;
+    assert_eq!(result.output, "added", "{result:?}");
+}
