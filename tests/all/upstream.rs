@@ -748,3 +748,69 @@ async fn a_remote_servers_list_changed_swaps_its_tools_in_too() {
     let result = live.current().call("mcp__r__added", json!({})).await;
     assert_eq!(result.output, "added", "{result:?}");
 }
+
+#[tokio::test]
+async fn a_server_offers_at_most_its_cap_of_tools() {
+    use toolcage::upstream::MAX_TOOLS_PER_SERVER;
+    // 300 more tools than its own: refused whole, saying how to narrow it.
+    let flooding = hostile("many").args(["many", "300"]);
+    let mut registry = builder().build().unwrap();
+    let report = registry.load_mcp_server(&flooding).await;
+    let error = report.error.as_ref().expect("refused").to_string();
+    assert!(
+        error.contains(&format!("at most {MAX_TOOLS_PER_SERVER}"))
+            && error.contains("`tools` or `exclude_tools`"),
+        "{error}"
+    );
+    assert!(registry.tool("mcp__many__echo").is_none());
+
+    // Narrowed by its patterns to the cap exactly: it loads and serves.
+    let narrowed = hostile("many")
+        .args(["many", "300"])
+        .exclude_tools(["many_2*"])
+        .unwrap();
+    let offered = registry.load_mcp_server(&narrowed).await;
+    assert_loaded(&offered);
+    assert!(offered.registered.len() <= MAX_TOOLS_PER_SERVER);
+    let result = registry
+        .call("mcp__many__echo", json!({ "text": "x" }))
+        .await;
+    assert_eq!(result.output, "x", "{result:?}");
+}
+
+#[tokio::test]
+async fn a_list_grown_past_the_cap_keeps_the_tools_it_had() {
+    let dir = tempfile::tempdir().unwrap();
+    let (live, _) = LiveRegistry::load(builder().build().unwrap(), [dir.path()])
+        .await
+        .unwrap();
+    assert!(live.load_mcp_server(&hostile("h")).await.error.is_none());
+    let mut changes = live.subscribe();
+    let before = live.current().tools().len();
+
+    // Within the cap: the new tools come in.
+    let result = live
+        .current()
+        .call("mcp__h__grow", json!({ "count": 5 }))
+        .await;
+    assert_eq!(result.output, "grown", "{result:?}");
+    tokio::time::timeout(Duration::from_secs(10), changes.recv())
+        .await
+        .expect("a change within 10 s")
+        .unwrap();
+    assert_eq!(live.current().tools().len(), before + 5);
+
+    // Past it: no change, and the server's tools still answer.
+    let result = live
+        .current()
+        .call("mcp__h__grow", json!({ "count": 400 }))
+        .await;
+    assert_eq!(result.output, "grown", "{result:?}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(changes.try_recv().is_err(), "no change past the cap");
+    let registry = live.current();
+    assert_eq!(registry.tools().len(), before + 5);
+    assert!(registry.tool("mcp__h__many_004").is_some());
+    let result = registry.call("mcp__h__echo", json!({ "text": "y" })).await;
+    assert_eq!(result.output, "y", "{result:?}");
+}

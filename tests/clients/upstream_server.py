@@ -6,7 +6,8 @@ that answers with as many MiB as asked, one that never answers, one that
 floods `notifications/tools/list_changed`, and one listed with an input
 schema that is not JSON Schema. Others show what the server can reach
 (files, the network, its environment), for the confinement tests. With
-the argument `silent` it never answers `initialize` at all; with `http PORT` it serves
+the argument `silent` it never answers `initialize` at all; with `many N`
+(or after its tool `grow`) it lists N tools more; with `http PORT` it serves
 Streamable HTTP on 127.0.0.1:PORT (any Host header: the tests reach it by
 made-up names too).
 """
@@ -29,11 +30,17 @@ if sys.argv[1:] == ["silent"]:
     sys.exit(0)
 
 
+# `many N` lists N more tools, `many_000` on (listed only, never called).
+extra_tools = int(sys.argv[2]) if sys.argv[1:2] == ["many"] else 0
+
+
 class Hostile(MCPServer):
     async def list_tools(self) -> list[Tool]:
         tools = await super().list_tools()
         bad = {"type": "object", "properties": {"x": {"type": "no-such-type"}}}
-        return tools + [Tool(name="bad_schema", description="Broken.", input_schema=bad)]
+        empty = {"type": "object"}
+        many = [Tool(name=f"many_{i:03}", description="Listed.", input_schema=empty) for i in range(extra_tools)]
+        return tools + [Tool(name="bad_schema", description="Broken.", input_schema=bad)] + many
 
 
 server = Hostile("hostile")
@@ -113,6 +120,15 @@ async def change_tools(add: bool, ctx: Context) -> str:
         server.remove_tool("added")
     await ctx.request_context.session.send_tool_list_changed()
     return "changed"
+
+
+@server.tool()
+async def grow(count: int, ctx: Context) -> str:
+    """Lists `count` more tools (`many_000` on), and says the list changed."""
+    global extra_tools
+    extra_tools = count
+    await ctx.request_context.session.send_tool_list_changed()
+    return "grown"
 
 
 @server.tool()

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use rmcp::model::Tool;
 
-use super::McpServer;
 use super::link::Link;
+use super::{MAX_TOOLS_PER_SERVER, McpServer};
 use crate::LoadError;
 use crate::catalog::component::Source;
 use crate::catalog::live::LiveRegistry;
@@ -118,6 +118,11 @@ async fn prepare(registry: &Registry, server: &McpServer) -> Prepared {
             return (report, Vec::new(), None);
         }
     };
+    if let Err(message) = within_cap(server, &tools) {
+        tracing::warn!(server = %server.name(), "{message}");
+        report.error = Some(LoadError::Upstream(message));
+        return (report, Vec::new(), None);
+    }
     let offer = Offer {
         server: server.clone(),
         link: Arc::new(link),
@@ -213,11 +218,28 @@ fn follow(live: &LiveRegistry, offer: Offer) {
                     continue;
                 }
             };
+            if let Err(message) = within_cap(&offer.server, &tools) {
+                tracing::warn!(server = %offer.server.name(), "its tools changed, and are kept as they were: {message}");
+                continue;
+            }
             let old = live.late_entries(&component).await;
             let entries = offer.entries(tools, &old);
             live.replace_late(&component, entries).await;
         }
     });
+}
+
+/// Refuses a list in which `server` offers more than
+/// [`MAX_TOOLS_PER_SERVER`] tools, saying how to narrow it.
+fn within_cap(server: &McpServer, tools: &[Tool]) -> Result<(), String> {
+    let offered = tools.iter().filter(|t| server.offers(&t.name)).count();
+    if offered <= MAX_TOOLS_PER_SERVER {
+        return Ok(());
+    }
+    Err(format!(
+        "the MCP server `{}` offers {offered} tools; a server may offer at most {MAX_TOOLS_PER_SERVER}: choose the ones to keep with `tools` or `exclude_tools`",
+        server.name()
+    ))
 }
 
 /// The upstream tool `tool` as a registry descriptor, checked like a

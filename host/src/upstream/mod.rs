@@ -24,7 +24,9 @@
 //! a call waits at most the call's timeout (then is cancelled upstream), an
 //! answer over the output limit is refused (over 16 MiB in one message the
 //! connection is dropped unread), events are bounded and redacted, a flood
-//! of list changes costs one `tools/list` per pause, and a server that dies
+//! of list changes costs one `tools/list` per pause, a server may offer at
+//! most [`MAX_TOOLS_PER_SERVER`] tools (more would flood the registry and a
+//! model's context), and a server that dies
 //! is started again on a later call after a growing pause, its tools
 //! answering `unavailable` meanwhile.
 
@@ -39,3 +41,11 @@ mod load;
 mod server;
 
 pub use server::{Bubblewrap, DEFAULT_STARTUP_TIMEOUT, EnvValue, McpServer, McpServerError};
+
+/// The most tools one upstream server may offer, once its `tools` and
+/// `exclude_tools` patterns have chosen: as for a component
+/// ([`MAX_TOOLS_PER_COMPONENT`](crate::MAX_TOOLS_PER_COMPONENT)), more is a
+/// flood of the registry and of a model's context. A server that offers
+/// more at start is refused, naming the patterns that would narrow it; one
+/// whose list grows past it later keeps the tools it had, with a warning.
+pub const MAX_TOOLS_PER_SERVER: usize = crate::MAX_TOOLS_PER_COMPONENT;
