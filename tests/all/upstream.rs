@@ -305,6 +305,66 @@ async fn a_flooding_hanging_or_crashing_upstream_fails_its_call_only() {
     assert_error(&result, ErrorKind::OutputLimit);
 }
 
+/// The process ids `starts` lists, one a start of the server.
+fn starts(file: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    text.lines().map(str::to_string).collect()
+}
+
+#[tokio::test]
+async fn a_dead_upstream_is_started_again_in_the_background_with_backoff() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("starts");
+    let failing = dir.path().join("starts.fail");
+    let server = hostile("h")
+        .env("STARTS", EnvValue::Text(file.to_string_lossy().into()))
+        .unwrap();
+    let registry = registry_with(&server).await;
+    assert_eq!(starts(&file).len(), 1);
+
+    // It dies, and every start fails for a while: the starts come after
+    // pauses of 0.5, 1 and 2 s (and the next after 4 s), with no call made,
+    // and a call meanwhile says it is unavailable.
+    std::fs::write(&failing, "").unwrap();
+    let result = registry.call("mcp__h__crash", json!({})).await;
+    assert_error(&result, ErrorKind::Unavailable);
+    tokio::time::sleep(Duration::from_millis(5000)).await;
+    let tries = starts(&file).len() - 1;
+    assert!((2..=4).contains(&tries), "{tries} starts in 5 s");
+    let result = registry.call("mcp__h__echo", json!({ "text": "x" })).await;
+    assert_error(&result, ErrorKind::Unavailable);
+    assert!(
+        result.output.contains("started again in"),
+        "{}",
+        result.output
+    );
+
+    // Once it can start, it is back by itself: the call finds the process
+    // started in the background, not a new one.
+    std::fs::remove_file(&failing).unwrap();
+    let waited = Instant::now();
+    while starts(&file).len() == tries + 1 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(20),
+            "no start in 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let last = starts(&file).last().cloned().unwrap();
+    let result = registry.call("mcp__h__pid", json!({})).await;
+    assert_eq!(result.output, last, "{result:?}");
+    assert_eq!(starts(&file).len(), tries + 2, "no start for the call");
+
+    // Closed on purpose, it is not started again in the background; a call
+    // starts it.
+    registry.close_mcp_servers(Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(starts(&file).len(), tries + 2, "not started after a close");
+    let result = registry.call("mcp__h__pid", json!({})).await;
+    assert!(!result.is_error, "{result:?}");
+    assert_eq!(starts(&file).len(), tries + 3);
+}
+
 #[tokio::test]
 async fn permission_rules_and_code_mode_reach_upstream_tools() {
     let mut registry = builder().build().unwrap();

@@ -16,6 +16,14 @@ import asyncio
 import os
 import sys
 
+# With `STARTS` set, each start appends the process id to that file, and
+# fails at once while `$STARTS.fail` exists (for the restart tests).
+if os.environ.get("STARTS"):
+    with open(os.environ["STARTS"], "a") as starts:
+        starts.write(f"{os.getpid()}\n")
+    if os.path.exists(os.environ["STARTS"] + ".fail"):
+        sys.exit(1)
+
 import socket
 
 from pydantic import BaseModel

@@ -1,13 +1,13 @@
-//! The connection to one upstream server over stdio: starting it, calling
-//! it, and starting it again after it died.
+//! The connection to one upstream server: starting it, calling it, and
+//! starting it again, in the background, after it died.
 
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use std::collections::HashMap;
 use std::sync::PoisonError;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rmcp::ClientHandler;
 // Logging is deprecated by SEP-2577 (2026-07-28), but the 2025-11-25
@@ -24,7 +24,7 @@ use rmcp::model::{
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::service::{
     MaybeSendFuture, NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient,
-    RunningService, ServiceExt,
+    RunningService, RunningServiceCancellationToken, ServiceExt,
 };
 use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -53,9 +53,13 @@ use crate::{Elicitation, ElicitationRequest};
 const STDERR_LINE_BYTES: usize = 1024;
 const STDERR_BYTES: usize = 64 << 10;
 /// The pause before the first restart of a dead server, doubled at each
-/// failed one up to the last.
+/// failed start, and at each death of a server that ran for less than
+/// [`STABLE`], up to the last: a server that dies at once is not started
+/// twice a second for ever.
 const FIRST_PAUSE: Duration = Duration::from_millis(500);
 const LAST_PAUSE: Duration = Duration::from_secs(30);
+/// How long a server runs before its death starts the pauses over.
+const STABLE: Duration = LAST_PAUSE;
 
 /// One upstream server: its settings, and its connection when it has one.
 pub(super) struct Link {
@@ -66,8 +70,11 @@ pub(super) struct Link {
     state: Mutex<State>,
     /// The calls in flight, by their progress token: where their events go.
     calls: Calls,
-    /// Told when the server says its tool list changed.
+    /// Told when the server says its tool list changed, and when it was
+    /// started again (its list may have changed meanwhile).
     changed: Arc<Notify>,
+    /// Told when a connection ends, so that the server is started again.
+    died: Arc<Notify>,
 }
 
 type Calls = Arc<std::sync::Mutex<HashMap<ProgressToken, Arc<Watcher>>>>;
@@ -79,47 +86,121 @@ struct State {
     pause: Duration,
     /// Why it is not running, for the calls that find it so.
     why: String,
+    /// Closed on purpose: started again by a call, not in the background.
+    closed: bool,
+}
+
+impl State {
+    /// Forgets the connection (the server died, or failed to start, for
+    /// `why`), and sets when it may start again: after the pause, which
+    /// doubles unless the server had run for [`STABLE`].
+    fn forget(&mut self, why: String) {
+        let ran = self.connection.take().map(|c| c.started.elapsed());
+        if ran.is_some_and(|ran| ran >= STABLE) {
+            self.pause = FIRST_PAUSE;
+        }
+        self.why = why;
+        self.next_start = Instant::now() + self.pause;
+        self.pause = (self.pause * 2).min(LAST_PAUSE);
+    }
+
+    /// The running connection, after forgetting one whose session ended.
+    fn running(&mut self) -> Option<Arc<Connection>> {
+        let connection = self.connection.as_ref()?;
+        if !connection.ended.load(Ordering::Acquire) {
+            return Some(connection.clone());
+        }
+        self.forget("it exited".into());
+        None
+    }
 }
 
 /// A running server: the MCP session, and the child it talks to (killed
 /// when the connection is dropped).
 struct Connection {
-    service: RunningService<RoleClient, Handler>,
+    peer: Peer<RoleClient>,
+    /// Ends the session (and so a stdio server's input).
+    cancel: std::sync::Mutex<Option<RunningServiceCancellationToken>>,
+    /// Set when the session ended, from either side.
+    ended: Arc<AtomicBool>,
+    started: Instant,
     /// A stdio server's process (killed if it is dropped still running).
     child: std::sync::Mutex<Option<Child>>,
 }
 
 impl Connection {
+    /// The connection of `service`, which tells `died` when its session
+    /// ends.
+    fn watched(
+        service: RunningService<RoleClient, Handler>,
+        child: Option<Child>,
+        died: Arc<Notify>,
+    ) -> Connection {
+        let ended = Arc::new(AtomicBool::new(false));
+        let connection = Connection {
+            peer: service.peer().clone(),
+            cancel: std::sync::Mutex::new(Some(service.cancellation_token())),
+            ended: ended.clone(),
+            started: Instant::now(),
+            child: std::sync::Mutex::new(child),
+        };
+        tokio::spawn(async move {
+            service.waiting().await.ok();
+            ended.store(true, Ordering::Release);
+            died.notify_one();
+        });
+        connection
+    }
+
     fn peer(&self) -> &Peer<RoleClient> {
-        self.service.peer()
+        &self.peer
+    }
+
+    fn end(&self) {
+        let mut cancel = self.cancel.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(cancel) = cancel.take() {
+            cancel.cancel();
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.end();
     }
 }
 
 impl Link {
     /// Starts `server` and lists its tools, within its start-up timeout.
+    /// From then on, the server is started again in the background each
+    /// time it dies, for as long as the link lives.
     pub(super) async fn start(
         server: McpServer,
         secrets: Secrets,
         egress: Option<Arc<NetPolicy>>,
-    ) -> Result<(Link, Vec<Tool>), String> {
+    ) -> Result<(Arc<Link>, Vec<Tool>), String> {
         let calls = Calls::default();
         let changed = Arc::new(Notify::new());
+        let died = Arc::new(Notify::new());
         let handler = Handler::new(&server, &secrets, calls.clone(), changed.clone());
-        let connection = connect(&server, &secrets, egress.as_ref(), handler).await?;
+        let connection = connect(&server, &secrets, egress.as_ref(), handler, &died).await?;
         let tools = within(&server, connection.peer().list_all_tools()).await?;
-        let link = Link {
+        let link = Arc::new(Link {
             server,
             secrets,
             egress,
             calls,
             changed,
+            died: died.clone(),
             state: Mutex::new(State {
                 connection: Some(Arc::new(connection)),
                 next_start: Instant::now(),
                 pause: FIRST_PAUSE,
                 why: String::new(),
+                closed: false,
             }),
-        };
+        });
+        tokio::spawn(revive(Arc::downgrade(&link), died));
         Ok((link, tools))
     }
 
@@ -127,14 +208,8 @@ impl Link {
     /// server died and its pause is over.
     async fn connection(&self) -> Result<Arc<Connection>, String> {
         let mut state = self.state.lock().await;
-        if let Some(connection) = &state.connection {
-            if !connection.service.is_closed() {
-                return Ok(connection.clone());
-            }
-            state.connection = None;
-            state.why = "it exited".into();
-            state.next_start = Instant::now() + state.pause;
-            tracing::warn!(server = %self.server.name(), "the MCP server exited; it is started again on a call after {}", human_duration(state.pause));
+        if let Some(connection) = state.running() {
+            return Ok(connection);
         }
         let now = Instant::now();
         if now < state.next_start {
@@ -146,23 +221,39 @@ impl Link {
             self.calls.clone(),
             self.changed.clone(),
         );
-        match connect(&self.server, &self.secrets, self.egress.as_ref(), handler).await {
+        let connecting = connect(
+            &self.server,
+            &self.secrets,
+            self.egress.as_ref(),
+            handler,
+            &self.died,
+        );
+        match connecting.await {
             Ok(connection) => {
                 tracing::info!(server = %self.server.name(), "the MCP server was started again");
                 let connection = Arc::new(connection);
                 state.connection = Some(connection.clone());
-                state.pause = FIRST_PAUSE;
+                state.closed = false;
+                self.changed.notify_one();
                 Ok(connection)
             }
             Err(why) => {
                 tracing::warn!(server = %self.server.name(), "{why}");
-                state.why = why;
-                state.next_start = now + state.pause;
-                let pause = state.pause;
-                state.pause = (state.pause * 2).min(LAST_PAUSE);
-                Err(self.unavailable(&state, pause))
+                state.forget(why);
+                Err(self.unavailable(&state, state.next_start - now))
             }
         }
+    }
+
+    /// How long until the server, dead, may be started again; `None` when
+    /// it runs, or was closed on purpose.
+    async fn until_restart(&self) -> Option<Duration> {
+        let mut state = self.state.lock().await;
+        if state.closed || state.running().is_some() {
+            return None;
+        }
+        tracing::warn!(server = %self.server.name(), "the MCP server is not running ({}); it is started again in {}", state.why, human_duration(state.next_start.saturating_duration_since(Instant::now())));
+        Some(state.next_start.saturating_duration_since(Instant::now()))
     }
 
     /// Forgets `connection` after a call on it failed with `error` (it
@@ -172,10 +263,8 @@ impl Link {
         let mut state = self.state.lock().await;
         let current = state.connection.as_ref();
         if current.is_some_and(|c| Arc::ptr_eq(c, connection)) {
-            tracing::warn!(server = %self.server.name(), "the MCP server failed a call ({error}); it is started again on a call after {}", human_duration(state.pause));
-            state.connection = None;
-            state.why = format!("it failed a call: {error}");
-            state.next_start = Instant::now() + state.pause;
+            state.forget(format!("it failed a call: {error}"));
+            self.died.notify_one();
         }
         let wait = state.next_start.saturating_duration_since(Instant::now());
         self.unavailable(&state, wait)
@@ -194,9 +283,13 @@ impl Link {
     /// input end), and a process still running after `bound` is killed.
     /// Later calls start the server again, as after a crash.
     pub(super) async fn close(&self, bound: Duration) {
-        let connection = self.state.lock().await.connection.take();
+        let connection = {
+            let mut state = self.state.lock().await;
+            state.closed = true;
+            state.connection.take()
+        };
         let Some(connection) = connection else { return };
-        connection.service.cancellation_token().cancel();
+        connection.end();
         let child = connection
             .child
             .lock()
@@ -555,6 +648,28 @@ impl Upstream for Link {
     }
 }
 
+/// Starts the server of `link` again each time `died` is told its
+/// connection ended: after its pause, and again after a longer one while
+/// starting fails; not after it was closed on purpose. Ends with the link.
+async fn revive(link: Weak<Link>, died: Arc<Notify>) {
+    loop {
+        died.notified().await;
+        loop {
+            let Some(wait) = (match link.upgrade() {
+                Some(link) => link.until_restart().await,
+                None => return,
+            }) else {
+                break;
+            };
+            tokio::time::sleep(wait).await;
+            let Some(link) = link.upgrade() else { return };
+            if link.connection().await.is_ok() {
+                break;
+            }
+        }
+    }
+}
+
 /// `future`, or the reason it did not finish within `server`'s start-up
 /// timeout.
 async fn within<T>(
@@ -581,10 +696,12 @@ async fn connect(
     secrets: &Secrets,
     egress: Option<&Arc<NetPolicy>>,
     handler: Handler,
+    died: &Arc<Notify>,
 ) -> Result<Connection, String> {
+    let died = died.clone();
     match server.url() {
-        Some(url) => connect_http(server, url, secrets, egress, handler).await,
-        None => connect_stdio(server, secrets, handler).await,
+        Some(url) => connect_http(server, url, secrets, egress, handler, died).await,
+        None => connect_stdio(server, secrets, handler, died).await,
     }
 }
 
@@ -596,6 +713,7 @@ async fn connect_http(
     secrets: &Secrets,
     egress: Option<&Arc<NetPolicy>>,
     handler: Handler,
+    died: Arc<Notify>,
 ) -> Result<Connection, String> {
     let name = server.name();
     let refused = |why: String| format!("the MCP server `{name}` may not be reached: {why}");
@@ -615,22 +733,20 @@ async fn connect_http(
     let config =
         StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(headers);
     let transport = StreamableHttpClientTransport::with_client(client, config);
-    initialized(server, handler.serve(transport), None).await
+    initialized(server, handler.serve(transport), None, died).await
 }
 
 /// The session `serving` makes, within `server`'s start-up timeout, with
-/// the process it talks to (if any).
+/// the process it talks to (if any); `died` is told when it ends.
 async fn initialized<E: std::error::Error + 'static>(
     server: &McpServer,
     serving: impl Future<Output = Result<RunningService<RoleClient, Handler>, E>>,
     child: Option<Child>,
+    died: Arc<Notify>,
 ) -> Result<Connection, String> {
     let name = server.name();
     match tokio::time::timeout(server.startup(), serving).await {
-        Ok(Ok(service)) => Ok(Connection {
-            service,
-            child: std::sync::Mutex::new(child),
-        }),
+        Ok(Ok(service)) => Ok(Connection::watched(service, child, died)),
         Ok(Err(e)) => Err(format!(
             "the MCP server `{name}` did not initialize: {}",
             with_causes(&e)
@@ -647,6 +763,7 @@ async fn connect_stdio(
     server: &McpServer,
     secrets: &Secrets,
     handler: Handler,
+    died: Arc<Notify>,
 ) -> Result<Connection, String> {
     let name = server.name();
     let mut child = command(server, secrets)?.spawn().map_err(|e| {
@@ -661,7 +778,7 @@ async fn connect_stdio(
         return Err(format!("the MCP server `{name}` has no standard streams"));
     };
     tokio::spawn(log_stderr(name.to_string(), stderr));
-    initialized(server, handler.serve((stdout, stdin)), Some(child)).await
+    initialized(server, handler.serve((stdout, stdin)), Some(child), died).await
 }
 
 /// The command that starts `server`: an empty environment but for the

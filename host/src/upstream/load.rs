@@ -125,7 +125,7 @@ async fn prepare(registry: &Registry, server: &McpServer) -> Prepared {
     }
     let offer = Offer {
         server: server.clone(),
-        link: Arc::new(link),
+        link,
         limits: server.limits_or(registry.default_limits()),
         secrets,
     };

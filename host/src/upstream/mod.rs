@@ -26,9 +26,9 @@
 //! connection is dropped unread), events are bounded and redacted, a flood
 //! of list changes costs one `tools/list` per pause, a server may offer at
 //! most [`MAX_TOOLS_PER_SERVER`] tools (more would flood the registry and a
-//! model's context), and a server that dies
-//! is started again on a later call after a growing pause, its tools
-//! answering `unavailable` meanwhile.
+//! model's context), and a server that dies is started again in the
+//! background after a pause that grows while it keeps dying (its list of
+//! tools taken again), its tools answering `unavailable` meanwhile.
 
 #[cfg(feature = "mcp")]
 mod answer;
