@@ -732,6 +732,66 @@ async fn a_servers_question_goes_to_the_callers_asker_or_is_declined_saying_so()
     );
 }
 
+/// Set when dropped.
+struct Dropped(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn a_question_waits_at_most_the_calls_timeout_and_a_scripts_reaches_the_asker() {
+    let mut registry = builder().build().unwrap();
+    for report in registry.load_bundled().await {
+        assert_loaded(&report);
+    }
+    let server = hostile("h").timeout(Duration::from_secs(2));
+    assert_loaded(&registry.load_mcp_server(&server).await);
+
+    // Nobody answers: the question is dropped at the call's timeout, and
+    // the server serves the next call.
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = dropped.clone();
+    let options = CallOptions::new().on_elicitation(move |_| {
+        let guard = Dropped(flag.clone());
+        async move {
+            let _guard = guard;
+            std::future::pending::<Elicitation>().await
+        }
+    });
+    let started = Instant::now();
+    let result = registry.call_with("mcp__h__ask", json!({}), options).await;
+    assert!(result.is_error || result.output == "cancel", "{result:?}");
+    assert!(started.elapsed() < Duration::from_secs(4), "{result:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        dropped.load(std::sync::atomic::Ordering::SeqCst),
+        "the question still waits"
+    );
+    let result = registry
+        .call("mcp__h__echo", json!({ "text": "after" }))
+        .await;
+    assert_eq!(result.output, "after", "{result:?}");
+
+    // A script's call of an upstream tool: its question goes to the asker
+    // of the script's call, naming the upstream tool.
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    let options = CallOptions::new().on_elicitation(move |question: ElicitationRequest| {
+        seen.lock().unwrap().push(question.tool);
+        async { Elicitation::Accept(json!({ "name": "Ada" })) }
+    });
+    let code = "(await mcp__h__ask())['output']";
+    let result = registry
+        .call_with("run_code", json!({ "code": code }), options)
+        .await;
+    assert!(!result.is_error, "{result:?}");
+    assert_eq!(result.details.expect("details")["result"], "hello Ada");
+    assert_eq!(*asked.lock().unwrap(), ["mcp__h__ask"]);
+}
+
 #[test]
 fn the_cli_reaches_a_remote_server_and_its_token_shows_in_no_output_or_log() {
     const TOKEN: &str = "tok-cli-0123456789abcdef";

@@ -80,10 +80,14 @@ async def test_upstream_tools_are_served_and_their_changes_announced(mode):
                 await add_and_remove(None)
 
 
-async def test_an_upstream_servers_question_reaches_the_user_through_toolcage():
-    """The upstream server asks its user (elicitation) during a call: a
-    client of an older revision that supports elicitation is asked, naming
-    the tool; its answer goes back to the server."""
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_an_upstream_servers_question_reaches_the_user_through_toolcage(mode):
+    """The upstream server asks its user (elicitation) during a call, or
+    during a script's call of it. The client is asked once, naming the
+    tool, and the answer goes back to the server. Before 2026-07-28 the
+    question is an `elicitation/create` request while the call waits; from
+    2026-07-28 it ends the call as input-required, and the retry carries
+    the answer to the server's same question."""
     with tempfile.TemporaryDirectory() as directory:
         config = Path(directory) / "toolcage.toml"
         config.write_text(
@@ -98,7 +102,12 @@ async def test_an_upstream_servers_question_reaches_the_user_through_toolcage():
             return types.ElicitResult(action="accept", content={"name": "Grace"})
 
         server = StdioServerParameters(command=BIN, args=["--config", str(config), "serve"])
-        async with Client(server, mode="legacy", elicitation_callback=answer) as client:
+        async with Client(server, mode=mode, elicitation_callback=answer) as client:
             result = await client.call_tool("mcp__h__ask", {})
-            assert result.content[0].text == "hello Grace"
-        assert asked == ["The tool `mcp__h__ask` asks: What is your name?"]
+            assert result.content[0].text == "hello Grace", result
+            assert asked == ["The tool `mcp__h__ask` asks: What is your name?"]
+            script = "[(await mcp__h__ask())['output'], (await mcp__h__echo(text='x'))['output']]"
+            result = await client.call_tool("run_code", {"code": script})
+            assert not result.is_error, result
+            assert result.structured_content["result"] == ["hello Grace", "x"], result
+            assert asked[1:] == ["The tool `mcp__h__ask` asks: What is your name?"], asked

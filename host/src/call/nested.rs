@@ -32,7 +32,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::{
-    Arguments, Call, CallOptions, CallPolicy, CallReport, CallResult, CallSpan, Metrics,
+    Arguments, Call, CallOptions, CallPolicy, CallReport, CallResult, CallSpan, Elicitor, Metrics,
     Permission, Request, Tracer,
 };
 use crate::ErrorKind;
@@ -161,6 +161,9 @@ pub(crate) struct Tree {
     /// The answers of an earlier run, and how many times this run made
     /// each call with effects (tool and arguments).
     replay: Option<(Arc<dyn Replay>, Occurrences)>,
+    /// Who answers the user's questions of the upstream tools it calls:
+    /// the root call's asker.
+    elicitor: Option<Elicitor>,
 }
 
 /// How many times a run made each call (by its binding).
@@ -225,6 +228,7 @@ impl Tree {
                 .replay
                 .clone()
                 .map(|replay| (replay, Mutex::default())),
+            elicitor: options.elicitor.clone(),
         })
     }
 
@@ -611,6 +615,7 @@ impl Caller {
         let tree = &self.tree;
         let mut options = CallOptions::new().call_id(id).cancel_token(cancel.clone());
         options.policy = tree.policy.clone();
+        options.elicitor = tree.elicitor.clone();
         if let Some(events) = tree.events.clone() {
             let (id, parent, tool) = (id.to_string(), self.call_id.clone(), tool.to_string());
             options = options.on_event(move |event| {

@@ -25,7 +25,7 @@ pub struct CallOptions {
     /// What a re-run of the call's tree answers from the run before it.
     pub(super) replay: Option<Arc<dyn Replay>>,
     /// Who answers the questions the tool's server asks the user.
-    elicitor: Option<Elicitor>,
+    pub(super) elicitor: Option<Elicitor>,
 }
 
 impl CallOptions {
@@ -69,8 +69,9 @@ impl CallOptions {
     }
 
     /// Answers the questions the tool's upstream MCP server asks the user
-    /// during the call (elicitation) with `ask`. Default: none, so a
-    /// question is answered "declined", and the call's events say so.
+    /// during the call (elicitation) with `ask`, and those of the upstream
+    /// tools its tool calls (code mode's scripts, for one). Default: none,
+    /// so a question is answered "declined", and the call's events say so.
     pub fn on_elicitation<F, Fut>(mut self, ask: F) -> Self
     where
         F: Fn(ElicitationRequest) -> Fut + Send + Sync + 'static,

@@ -27,6 +27,8 @@ pub const NO_ELICITATION: &str =
 
 /// The key of the approval question in an input-required result.
 const QUESTION: &str = "toolcage_approval";
+/// The prefix of the keys of upstream servers' questions in one.
+const UPSTREAM_QUESTION: &str = "toolcage_upstream";
 /// The one field the user answers.
 const ANSWER: &str = "approve";
 
@@ -165,7 +167,7 @@ impl Round {
     fn approval(&self, call_id: &str, asked: &ApprovalRequest) -> Approval {
         let key = match asked.call_id == call_id {
             true => QUESTION.to_string(),
-            false => self.occurrence(asked),
+            false => self.occurrence(QUESTION, binding(&asked.tool, &asked.arguments)),
         };
         if let Some(answer) = self.answers.get(&key) {
             return serde_json::from_value::<ElicitResult>(answer.clone())
@@ -181,15 +183,36 @@ impl Round {
         }
     }
 
-    /// The key of `asked`, a nested call: its tool and arguments, and
-    /// which occurrence of them in this run it is (a run that repeats a
-    /// call is asked about each).
-    fn occurrence(&self, asked: &ApprovalRequest) -> String {
-        let binding = binding(&asked.tool, &asked.arguments);
+    /// The key of a question about `binding` (a nested call's tool and
+    /// arguments, or an upstream server's question): which occurrence of
+    /// it in this run it is (a run that asks twice is answered twice).
+    fn occurrence(&self, prefix: &str, binding: String) -> String {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        let count = seen.entry(binding.clone()).or_insert(0);
+        let count = seen.entry(format!("{prefix}.{binding}")).or_insert(0);
         *count += 1;
-        format!("{QUESTION}.{binding}.{count}")
+        format!("{prefix}.{binding}.{count}")
+    }
+
+    /// The client's answer to an upstream server's `question` (asked during
+    /// the call, or one of its nested calls): the answer this retry brought,
+    /// or, when there is none yet, the question added to the round and the
+    /// run stopped, so that the client is asked and retries with it. The
+    /// answer is bound to the tool, the question's text and schema, and its
+    /// occurrence in the run: a server that asks something else is asked
+    /// about again.
+    pub fn upstream_answer(&self, question: &ElicitationRequest) -> Elicitation {
+        let about = serde_json::json!([question.message, question.schema]);
+        let key = self.occurrence(UPSTREAM_QUESTION, binding(&question.tool, &about));
+        if let Some(answer) = self.answers.get(&key) {
+            return serde_json::from_value::<ElicitResult>(answer.clone())
+                .map_or(Elicitation::Decline, elicitation);
+        }
+        let Some(params) = upstream_question(question) else {
+            return Elicitation::Decline;
+        };
+        self.ask(key, params);
+        self.stop.cancel();
+        Elicitation::Cancel
     }
 
     fn ask(&self, key: String, question: ElicitRequestParams) {
@@ -243,9 +266,10 @@ impl Replay for Round {
 }
 
 /// The client that answers the questions an upstream MCP server asks its
-/// user during a call: the session's, when it can be asked (its client
-/// supports elicitation, on a revision before 2026-07-28: from 2026-07-28
-/// the server may not send it requests, and the question is declined).
+/// user during a call with an `elicitation/create` request: the session's,
+/// when its client supports elicitation on a revision before 2026-07-28.
+/// From 2026-07-28 the server may not send requests: the question goes in
+/// the call's [`Round`] ([`Round::upstream_answer`]).
 pub(super) fn upstream_asker(context: &RequestContext<RoleServer>) -> Option<Peer<RoleServer>> {
     let can_elicit = context
         .client_capabilities()
@@ -262,21 +286,34 @@ pub(super) async fn ask_upstream(
     peer: &Peer<RoleServer>,
     question: ElicitationRequest,
 ) -> Elicitation {
-    let Ok(requested_schema) = serde_json::from_value::<ElicitationSchema>(question.schema) else {
+    let Some(params) = upstream_question(&question) else {
         return Elicitation::Decline;
     };
-    let params = ElicitRequestParams::FormElicitationParams {
+    match peer.create_elicitation(params).await {
+        Ok(result) => elicitation(result),
+        Err(_) => Elicitation::Decline,
+    }
+}
+
+/// An upstream server's question as toolcage's client sees it, naming the
+/// tool whose server asks; `None` for a schema the client's SDK cannot
+/// take.
+fn upstream_question(question: &ElicitationRequest) -> Option<ElicitRequestParams> {
+    let requested_schema = serde_json::from_value::<ElicitationSchema>(question.schema.clone());
+    Some(ElicitRequestParams::FormElicitationParams {
         meta: None,
         message: format!("The tool `{}` asks: {}", question.tool, question.message),
-        requested_schema,
-    };
-    match peer.create_elicitation(params).await {
-        Ok(result) => match (result.action, result.content) {
-            (ElicitationAction::Accept, Some(content)) => Elicitation::Accept(content),
-            (ElicitationAction::Cancel, _) => Elicitation::Cancel,
-            _ => Elicitation::Decline,
-        },
-        Err(_) => Elicitation::Decline,
+        requested_schema: requested_schema.ok()?,
+    })
+}
+
+/// The client's answer, for the upstream server: an accepted form with its
+/// content, a cancel, or else a decline.
+fn elicitation(result: ElicitResult) -> Elicitation {
+    match (result.action, result.content) {
+        (ElicitationAction::Accept, Some(content)) => Elicitation::Accept(content),
+        (ElicitationAction::Cancel, _) => Elicitation::Cancel,
+        _ => Elicitation::Decline,
     }
 }
 
@@ -371,6 +408,60 @@ mod tests {
             output: "x".repeat(output),
             details: Some("{}".into()),
         }
+    }
+
+    fn upstream(message: &str) -> ElicitationRequest {
+        ElicitationRequest {
+            tool: "mcp__h__ask".into(),
+            message: message.into(),
+            schema: serde_json::json!({
+                "type": "object",
+                "properties": { "name": { "type": "string" } },
+                "required": ["name"]
+            }),
+        }
+    }
+
+    #[test]
+    fn an_upstream_question_stops_the_run_and_its_answer_comes_with_the_retry() {
+        let stop = CancelToken::new();
+        let round = Round::new(&request(None), None, stop.clone());
+        assert!(matches!(
+            round.upstream_answer(&upstream("Name?")),
+            Elicitation::Cancel
+        ));
+        assert!(stop.is_cancelled(), "the run stops to ask");
+        let pending = round.pending().expect("asks");
+        let requests = pending.input_requests.clone().unwrap();
+        let (key, InputRequest::Elicitation(asked)) = requests.iter().next().unwrap() else {
+            panic!("an elicitation: {requests:?}")
+        };
+        let ElicitRequestParams::FormElicitationParams { message, .. } = &asked.params else {
+            panic!("a form: {asked:?}")
+        };
+        assert_eq!(message, "The tool `mcp__h__ask` asks: Name?");
+
+        // The retry brings the answer: the same question gets it, once; a
+        // second asking in the run, or another question, is asked anew.
+        let mut retry = request(pending.request_state);
+        let answer = serde_json::json!({ "action": "accept", "content": { "name": "Ada" } });
+        retry.input_responses = Some([(key.clone(), answer)].into_iter().collect());
+        let stop = CancelToken::new();
+        let round = Round::new(&retry, None, stop.clone());
+        let Elicitation::Accept(content) = round.upstream_answer(&upstream("Name?")) else {
+            panic!("answered")
+        };
+        assert_eq!(content["name"], "Ada");
+        assert!(!stop.is_cancelled());
+        assert!(matches!(
+            round.upstream_answer(&upstream("Name?")),
+            Elicitation::Cancel
+        ));
+        assert!(matches!(
+            round.upstream_answer(&upstream("Other?")),
+            Elicitation::Cancel
+        ));
+        assert_eq!(round.pending().unwrap().input_requests.unwrap().len(), 2);
     }
 
     #[test]

@@ -139,10 +139,16 @@ impl McpServer {
         if let Some(round) = &round {
             options = options.replay(round.clone());
         }
+        // An upstream server's question: asked while the call waits, or
+        // (2026-07-28) put in the round, which stops the call and asks.
         if let Some(peer) = context.session.as_ref().and_then(approval::upstream_asker) {
             options = options.on_elicitation(move |question| {
                 let peer = peer.clone();
                 async move { approval::ask_upstream(&peer, question).await }
+            });
+        } else if let Some(round) = round.clone() {
+            options = options.on_elicitation(move |question| {
+                std::future::ready(round.upstream_answer(&question))
             });
         }
         // Set when the call becomes a task: its request is answered, so

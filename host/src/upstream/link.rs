@@ -410,11 +410,13 @@ impl Drop for InFlight {
 
 /// Where one call's events go: at most [`MAX_GUEST_EVENTS`], each cut to
 /// [`MAX_EVENT_MESSAGE`] and redacted of the operator's secrets, as a
-/// component's are; and who answers its server's questions to the user.
+/// component's are; and who answers its server's questions to the user,
+/// until the call's deadline.
 struct Watcher {
     tool: String,
     sink: Option<EventSink>,
     elicitor: Option<Elicitor>,
+    deadline: Instant,
     sent: AtomicUsize,
     redactor: Option<Arc<Redactor>>,
 }
@@ -425,12 +427,14 @@ impl Watcher {
         sink: Option<EventSink>,
         elicitor: Option<Elicitor>,
         secrets: &Secrets,
+        timeout: Duration,
     ) -> Watcher {
         let redactor = secrets.current().redactor().cloned();
         Watcher {
             tool: tool.to_string(),
             sink,
             elicitor,
+            deadline: Instant::now() + timeout,
             sent: AtomicUsize::new(0),
             redactor,
         }
@@ -602,7 +606,15 @@ impl ClientHandler for Handler {
                 schema: serde_json::to_value(&requested_schema).unwrap_or_default(),
             };
             let elicitor = asker.elicitor.as_ref().expect("an asker can ask");
-            Ok(match elicitor(question).await {
+            let deadline = tokio::time::Instant::from_std(asker.deadline);
+            let Ok(answer) = tokio::time::timeout_at(deadline, elicitor(question)).await else {
+                asker.send(GuestEvent::Log {
+                    level: LogLevel::Warn,
+                    message: format!("The MCP server `{}` asked the user a question for `{}`; no answer came within the call's timeout, and the question was cancelled.", self.server, asker.tool),
+                });
+                return Ok(ElicitResult::new(ElicitationAction::Cancel));
+            };
+            Ok(match answer {
                 Elicitation::Accept(content) => {
                     ElicitResult::new(ElicitationAction::Accept).with_content(content)
                 }
@@ -642,6 +654,7 @@ impl Upstream for Link {
                 events,
                 elicitor,
                 &self.secrets,
+                timeout,
             ))),
         };
         Box::pin(async move { self.answer(&tool, arguments, timeout, watcher).await })
