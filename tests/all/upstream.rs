@@ -732,6 +732,32 @@ async fn a_servers_question_goes_to_the_callers_asker_or_is_declined_saying_so()
     );
 }
 
+#[tokio::test]
+async fn everythings_question_is_forwarded_to_the_asker_or_declined() {
+    let registry = registry_with(&everything()).await;
+    let tool = "mcp__everything__trigger-elicitation-request";
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    let options = CallOptions::new().on_elicitation(move |question: ElicitationRequest| {
+        seen.lock().unwrap().push(question);
+        async { Elicitation::Accept(json!({ "name": "Ada Lovelace", "check": true })) }
+    });
+    let result = registry.call_with(tool, json!({}), options).await;
+    assert!(!result.is_error, "{result:?}");
+    assert!(
+        result.output.contains("- Name: Ada Lovelace") && result.output.contains("terms: true"),
+        "{}",
+        result.output
+    );
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].tool, tool);
+    assert_eq!(asked[0].schema["required"], json!(["name"]));
+
+    let result = registry.call(tool, json!({})).await;
+    assert!(result.output.contains("User declined"), "{}", result.output);
+}
+
 /// Set when dropped.
 struct Dropped(Arc<std::sync::atomic::AtomicBool>);
 
