@@ -539,7 +539,16 @@ impl Call<'_> {
         let tools = caller
             .as_ref()
             .map(|(caller, _)| caller.clone() as Arc<dyn ToolCalls>);
-        let mut result = outcome::run(entry, arguments, self.id.clone(), options, tools).await;
+        // Boxed, as the guest's future is below it: a call's future stays
+        // small (the `calls` bench prints its size), and cheap to move.
+        let mut result = Box::pin(outcome::run(
+            entry,
+            arguments,
+            self.id.clone(),
+            options,
+            tools,
+        ))
+        .await;
         if let Some((_, Some(tree))) = caller {
             let (listed, usage) = tree.take_listed();
             result.nested = listed;

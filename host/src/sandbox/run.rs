@@ -249,7 +249,16 @@ pub(crate) async fn run(
             }
             files => {
                 let fs = files.as_ref().map(|f| f.offloaded.clone());
-                let guest = guest(sandbox.clone(), invocation, observer, capture.clone(), fs);
+                // Boxed: wasmtime's instantiation and call make the guest's
+                // future some kilobytes, which every future above it would
+                // otherwise hold, and copy at each move (see `calls` bench).
+                let guest = Box::pin(guest(
+                    sandbox.clone(),
+                    invocation,
+                    observer,
+                    capture.clone(),
+                    fs,
+                ));
                 let result = bounded(guest, deadline, cancel, ends).await;
                 drop(slot);
                 result
