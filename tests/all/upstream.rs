@@ -291,7 +291,7 @@ async fn a_flooding_hanging_or_crashing_upstream_fails_its_call_only() {
         "{}",
         result.output
     );
-    // After the pause, the next call starts it again.
+    // After the pause it is started again: the call waits for that start.
     tokio::time::sleep(Duration::from_millis(700)).await;
     let second = registry.call("mcp__h__pid", json!({})).await;
     assert!(!second.is_error, "{second:?}");
@@ -339,30 +339,77 @@ async fn a_dead_upstream_is_started_again_in_the_background_with_backoff() {
         result.output
     );
 
-    // Once it can start, it is back by itself: the call finds the process
-    // started in the background, not a new one.
+    // Once it can start, it is back by itself, after its pause: calls
+    // meanwhile answer `unavailable` (a call waits for a start under way),
+    // and the one that finds it serving finds the last process started.
     std::fs::remove_file(&failing).unwrap();
     let waited = Instant::now();
-    while starts(&file).len() == tries + 1 {
+    let result = loop {
+        let result = registry.call("mcp__h__pid", json!({})).await;
+        if !result.is_error {
+            break result;
+        }
+        assert_error(&result, ErrorKind::Unavailable);
         assert!(
             waited.elapsed() < Duration::from_secs(20),
-            "no start in 20 s"
+            "not back in 20 s"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let last = starts(&file).last().cloned().unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let started = starts(&file);
+    assert_eq!(Some(&result.output), started.last(), "{result:?}");
     let result = registry.call("mcp__h__pid", json!({})).await;
-    assert_eq!(result.output, last, "{result:?}");
-    assert_eq!(starts(&file).len(), tries + 2, "no start for the call");
+    assert_eq!(Some(&result.output), started.last(), "{result:?}");
+    assert_eq!(
+        starts(&file),
+        started,
+        "no start for a call to a running server"
+    );
 
     // Closed on purpose, it is not started again in the background; a call
     // starts it.
     registry.close_mcp_servers(Duration::from_secs(2)).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(starts(&file).len(), tries + 2, "not started after a close");
+    assert_eq!(starts(&file), started, "not started after a close");
     let result = registry.call("mcp__h__pid", json!({})).await;
     assert!(!result.is_error, "{result:?}");
-    assert_eq!(starts(&file).len(), tries + 3);
+    assert_eq!(starts(&file).len(), started.len() + 1);
+
+    // Closed while dead, waiting out its pause: not started either.
+    let result = registry.call("mcp__h__crash", json!({})).await;
+    assert_error(&result, ErrorKind::Unavailable);
+    registry.close_mcp_servers(Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    assert_eq!(
+        starts(&file).len(),
+        started.len() + 1,
+        "started after a close"
+    );
+}
+
+/// Whether process `pid` still runs (and is not a zombie).
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
+}
+
+#[tokio::test]
+async fn a_dropped_live_registry_ends_its_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (live, _) = LiveRegistry::load(builder().build().unwrap(), [dir.path()])
+        .await
+        .unwrap();
+    assert!(live.load_mcp_server(&hostile("h")).await.error.is_none());
+    let pid = live.current().call("mcp__h__pid", json!({})).await.output;
+    assert!(alive(&pid), "{pid}");
+    drop(live);
+    let dropped = Instant::now();
+    while alive(&pid) {
+        assert!(
+            dropped.elapsed() < Duration::from_secs(10),
+            "{pid} still runs"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test]
@@ -910,7 +957,7 @@ async fn a_server_offers_at_most_its_cap_of_tools() {
     );
     assert!(registry.tool("mcp__many__echo").is_none());
 
-    // Narrowed by its patterns to the cap exactly: it loads and serves.
+    // Narrowed by its patterns under the cap: it loads and serves.
     let narrowed = hostile("many")
         .args(["many", "300"])
         .exclude_tools(["many_2*"])

@@ -18,6 +18,8 @@ use serde_json::Value;
 pub struct ElicitationRequest {
     /// The tool whose call the question comes up in.
     pub tool: String,
+    /// The arguments of that call.
+    pub arguments: Value,
     /// What the server asks, for the user.
     pub message: String,
     /// The JSON Schema of the answer it wants (an object of primitive

@@ -114,17 +114,19 @@ async fn upstream(
 ) -> CallResult {
     let name = entry.info.descriptor.name.as_str();
     let started = Instant::now();
-    let arguments = arguments.as_object().cloned().unwrap_or_default();
     let limits = &tool.limits;
     let events = options.events().cloned();
-    // A question names the tool as its caller knows it.
+    // A question names the tool as its caller knows it, and the call's
+    // arguments.
     let elicitor = options.elicitor().cloned().map(|ask| {
-        let name = name.to_string();
+        let (name, called_with) = (name.to_string(), arguments.clone());
         Arc::new(move |mut question: ElicitationRequest| {
             question.tool = name.clone();
+            question.arguments = called_with.clone();
             ask(question)
         }) as Elicitor
     });
+    let arguments = arguments.as_object().cloned().unwrap_or_default();
     let answer = tool
         .link
         .call(&tool.tool, arguments, limits.timeout, events, elicitor);

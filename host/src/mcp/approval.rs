@@ -197,11 +197,12 @@ impl Round {
     /// the call, or one of its nested calls): the answer this retry brought,
     /// or, when there is none yet, the question added to the round and the
     /// run stopped, so that the client is asked and retries with it. The
-    /// answer is bound to the tool, the question's text and schema, and its
-    /// occurrence in the run: a server that asks something else is asked
-    /// about again.
+    /// answer is bound to the tool, the call's arguments, the question's
+    /// text and schema, and its occurrence in the run: a server that asks
+    /// something else, or in a call with other arguments, is asked about
+    /// again.
     pub fn upstream_answer(&self, question: &ElicitationRequest) -> Elicitation {
-        let about = serde_json::json!([question.message, question.schema]);
+        let about = serde_json::json!([question.arguments, question.message, question.schema]);
         let key = self.occurrence(UPSTREAM_QUESTION, binding(&question.tool, &about));
         if let Some(answer) = self.answers.get(&key) {
             return serde_json::from_value::<ElicitResult>(answer.clone())
@@ -413,6 +414,7 @@ mod tests {
     fn upstream(message: &str) -> ElicitationRequest {
         ElicitationRequest {
             tool: "mcp__h__ask".into(),
+            arguments: serde_json::json!({}),
             message: message.into(),
             schema: serde_json::json!({
                 "type": "object",

@@ -75,6 +75,18 @@ pub(super) struct Link {
     changed: Arc<Notify>,
     /// Told when a connection ends, so that the server is started again.
     died: Arc<Notify>,
+    /// A start is under way (without the state's lock).
+    starting: AtomicBool,
+    /// Told when a start ends, for the calls that waited for it.
+    started: Notify,
+}
+
+impl Drop for Link {
+    /// Wakes the link's background tasks, which then end.
+    fn drop(&mut self) {
+        self.died.notify_one();
+        self.changed.notify_one();
+    }
 }
 
 type Calls = Arc<std::sync::Mutex<HashMap<ProgressToken, Arc<Watcher>>>>;
@@ -88,6 +100,18 @@ struct State {
     why: String,
     /// Closed on purpose: started again by a call, not in the background.
     closed: bool,
+}
+
+/// A start under way: when it ends (done, failed, or given up), the calls
+/// that waited for it and the background restarts are told.
+struct Starting<'a>(&'a Link);
+
+impl Drop for Starting<'_> {
+    fn drop(&mut self) {
+        self.0.starting.store(false, Ordering::Release);
+        self.0.started.notify_waiters();
+        self.0.died.notify_one();
+    }
 }
 
 impl State {
@@ -192,6 +216,8 @@ impl Link {
             calls,
             changed,
             died: died.clone(),
+            starting: AtomicBool::new(false),
+            started: Notify::new(),
             state: Mutex::new(State {
                 connection: Some(Arc::new(connection)),
                 next_start: Instant::now(),
@@ -205,35 +231,47 @@ impl Link {
     }
 
     /// The running connection: the current one, or a new one when the
-    /// server died and its pause is over.
-    async fn connection(&self) -> Result<Arc<Connection>, String> {
-        let mut state = self.state.lock().await;
-        if let Some(connection) = state.running() {
-            return Ok(connection);
+    /// server died and its pause is over (a start already under way is
+    /// waited for). A call (`by_call`) starts a server closed on purpose;
+    /// the background restarts do not, and a start that ends after a close
+    /// is ended at once. The state's lock is never held while starting, so
+    /// `close` and the calls that find the server dead answer at once; a
+    /// start given up half-way (its caller dropped) ends its process and
+    /// lets the next start begin.
+    async fn connection(&self, by_call: bool) -> Result<Arc<Connection>, String> {
+        let mut state = loop {
+            // Made before `starting` is read: the end of a start cannot
+            // slip between the two.
+            let started = self.started.notified();
+            let mut state = self.state.lock().await;
+            if let Some(connection) = state.running() {
+                return Ok(connection);
+            }
+            if !self.starting.load(Ordering::Acquire) {
+                break state;
+            }
+            drop(state);
+            started.await;
+        };
+        if state.closed && !by_call {
+            return Err(self.unavailable(&state, Duration::ZERO));
         }
         let now = Instant::now();
         if now < state.next_start {
             return Err(self.unavailable(&state, state.next_start - now));
         }
-        let handler = Handler::new(
-            &self.server,
-            &self.secrets,
-            self.calls.clone(),
-            self.changed.clone(),
-        );
-        let connecting = connect(
-            &self.server,
-            &self.secrets,
-            self.egress.as_ref(),
-            handler,
-            &self.died,
-        );
-        match connecting.await {
+        state.closed = false;
+        self.starting.store(true, Ordering::Release);
+        drop(state);
+        let _starting = Starting(self);
+        let started = self.start_again().await;
+        let mut state = self.state.lock().await;
+        match started {
+            Ok(_) if state.closed => Err(self.unavailable(&state, Duration::ZERO)),
             Ok(connection) => {
                 tracing::info!(server = %self.server.name(), "the MCP server was started again");
                 let connection = Arc::new(connection);
                 state.connection = Some(connection.clone());
-                state.closed = false;
                 self.changed.notify_one();
                 Ok(connection)
             }
@@ -245,11 +283,31 @@ impl Link {
         }
     }
 
+    /// A new connection to the server.
+    async fn start_again(&self) -> Result<Connection, String> {
+        let handler = Handler::new(
+            &self.server,
+            &self.secrets,
+            self.calls.clone(),
+            self.changed.clone(),
+        );
+        let secrets = &self.secrets;
+        connect(
+            &self.server,
+            secrets,
+            self.egress.as_ref(),
+            handler,
+            &self.died,
+        )
+        .await
+    }
+
     /// How long until the server, dead, may be started again; `None` when
     /// it runs, or was closed on purpose.
     async fn until_restart(&self) -> Option<Duration> {
         let mut state = self.state.lock().await;
-        if state.closed || state.running().is_some() {
+        let starting = self.starting.load(Ordering::Acquire);
+        if state.closed || starting || state.running().is_some() {
             return None;
         }
         tracing::warn!(server = %self.server.name(), "the MCP server is not running ({}); it is started again in {}", state.why, human_duration(state.next_start.saturating_duration_since(Instant::now())));
@@ -304,7 +362,7 @@ impl Link {
 
     /// What the server now lists, within its start-up timeout.
     pub(super) async fn list_tools(&self) -> Result<Vec<Tool>, String> {
-        let connection = self.connection().await?;
+        let connection = self.connection(false).await?;
         within(&self.server, connection.peer().list_all_tools()).await
     }
 
@@ -321,13 +379,25 @@ impl Link {
         watcher: Option<Arc<Watcher>>,
     ) -> Answer {
         let name = self.server.name();
-        let connection = match self.connection().await {
-            Ok(connection) => connection,
-            Err(output) => {
+        // The call's questions end with it, answered or not.
+        let _ended = watcher.as_ref().map(|w| w.ended.clone().drop_guard());
+        let began = Instant::now();
+        let connection = match tokio::time::timeout(timeout, self.connection(true)).await {
+            Ok(Ok(connection)) => connection,
+            Ok(Err(output)) => {
                 let kind = ErrorKind::Unavailable;
                 return Answer::Failed { kind, output };
             }
+            Err(_) => {
+                let kind = ErrorKind::Unavailable;
+                let output = format!(
+                    "The MCP server `{name}` is being started again, and did not start within the call's timeout of {}. Try again, or use another tool.",
+                    human_duration(timeout)
+                );
+                return Answer::Failed { kind, output };
+            }
         };
+        let timeout = timeout.saturating_sub(began.elapsed());
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let peer = connection.peer().clone();
@@ -417,6 +487,8 @@ struct Watcher {
     sink: Option<EventSink>,
     elicitor: Option<Elicitor>,
     deadline: Instant,
+    /// Cancelled when the call ends: its question is then withdrawn.
+    ended: tokio_util::sync::CancellationToken,
     sent: AtomicUsize,
     redactor: Option<Arc<Redactor>>,
 }
@@ -435,6 +507,7 @@ impl Watcher {
             sink,
             elicitor,
             deadline: Instant::now() + timeout,
+            ended: tokio_util::sync::CancellationToken::new(),
             sent: AtomicUsize::new(0),
             redactor,
         }
@@ -600,14 +673,22 @@ impl ClientHandler for Handler {
                 }
                 return Ok(ElicitResult::new(ElicitationAction::Decline));
             };
+            // The call's name and arguments, as its caller knows them, are
+            // set by the call path.
             let question = ElicitationRequest {
                 tool: asker.tool.clone(),
+                arguments: Value::Null,
                 message,
                 schema: serde_json::to_value(&requested_schema).unwrap_or_default(),
             };
             let elicitor = asker.elicitor.as_ref().expect("an asker can ask");
             let deadline = tokio::time::Instant::from_std(asker.deadline);
-            let Ok(answer) = tokio::time::timeout_at(deadline, elicitor(question)).await else {
+            let asking = tokio::time::timeout_at(deadline, elicitor(question));
+            let answered = tokio::select! {
+                answered = asking => answered,
+                () = asker.ended.cancelled() => return Ok(ElicitResult::new(ElicitationAction::Cancel)),
+            };
+            let Ok(answer) = answered else {
                 asker.send(GuestEvent::Log {
                     level: LogLevel::Warn,
                     message: format!("The MCP server `{}` asked the user a question for `{}`; no answer came within the call's timeout, and the question was cancelled.", self.server, asker.tool),
@@ -676,7 +757,7 @@ async fn revive(link: Weak<Link>, died: Arc<Notify>) {
             };
             tokio::time::sleep(wait).await;
             let Some(link) = link.upgrade() else { return };
-            if link.connection().await.is_ok() {
+            if link.connection(false).await.is_ok() {
                 break;
             }
         }

@@ -201,14 +201,19 @@ const RELOAD_PAUSE: Duration = Duration::from_millis(250);
 /// Follows the server's tool list for `live`: each
 /// `notifications/tools/list_changed` (after [`RELOAD_PAUSE`]) lists its
 /// tools again and swaps them in, first wins as at load. Ends when the live
-/// registry is gone.
+/// registry is gone, and lets the link go (so the server ends once no
+/// snapshot holds one of its tools).
 fn follow(live: &LiveRegistry, offer: Offer) {
     let weak = live.downgrade();
+    let mut reports = live.subscribe();
     let changes = offer.link.changes();
     let component = offer.server.component_name();
     tokio::spawn(async move {
         loop {
-            changes.notified().await;
+            tokio::select! {
+                () = changes.notified() => {}
+                () = gone(&mut reports) => return,
+            }
             tokio::time::sleep(RELOAD_PAUSE).await;
             let Some(live) = weak.upgrade() else { return };
             let tools = match offer.link.list_tools().await {
@@ -227,6 +232,12 @@ fn follow(live: &LiveRegistry, offer: Offer) {
             live.replace_late(&component, entries).await;
         }
     });
+}
+
+/// Waits until the live registry whose changes `reports` hears is gone.
+async fn gone<T: Clone>(reports: &mut tokio::sync::broadcast::Receiver<T>) {
+    use tokio::sync::broadcast::error::RecvError;
+    while !matches!(reports.recv().await, Err(RecvError::Closed)) {}
 }
 
 /// Refuses a list in which `server` offers more than
