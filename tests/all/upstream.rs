@@ -387,6 +387,17 @@ async fn a_dead_upstream_is_started_again_in_the_background_with_backoff() {
     );
 }
 
+/// A live registry of one empty directory (kept while the second value
+/// lives), following `server`.
+async fn live_with(server: &McpServer) -> (LiveRegistry, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let (live, _) = LiveRegistry::load(builder().build().unwrap(), [dir.path()])
+        .await
+        .unwrap();
+    assert!(live.load_mcp_server(server).await.error.is_none());
+    (live, dir)
+}
+
 /// Whether process `pid` still runs (and is not a zombie).
 fn alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
@@ -394,11 +405,7 @@ fn alive(pid: &str) -> bool {
 
 #[tokio::test]
 async fn a_dropped_live_registry_ends_its_servers() {
-    let dir = tempfile::tempdir().unwrap();
-    let (live, _) = LiveRegistry::load(builder().build().unwrap(), [dir.path()])
-        .await
-        .unwrap();
-    assert!(live.load_mcp_server(&hostile("h")).await.error.is_none());
+    let (live, _dir) = live_with(&hostile("h")).await;
     let pid = live.current().call("mcp__h__pid", json!({})).await.output;
     assert!(alive(&pid), "{pid}");
     drop(live);
@@ -973,11 +980,7 @@ async fn a_server_offers_at_most_its_cap_of_tools() {
 
 #[tokio::test]
 async fn a_list_grown_past_the_cap_keeps_the_tools_it_had() {
-    let dir = tempfile::tempdir().unwrap();
-    let (live, _) = LiveRegistry::load(builder().build().unwrap(), [dir.path()])
-        .await
-        .unwrap();
-    assert!(live.load_mcp_server(&hostile("h")).await.error.is_none());
+    let (live, _dir) = live_with(&hostile("h")).await;
     let mut changes = live.subscribe();
     let before = live.current().tools().len();
 

@@ -225,7 +225,7 @@ pub(crate) async fn run(
         memory_refused: Arc::default(),
         peak_memory: Arc::default(),
         meter: Arc::default(),
-        redactor: sandbox.grants.secrets.current().redactor().cloned(),
+        redactor: sandbox.grants.secrets.redactor(),
         deadline,
     };
     let loading = matches!(invocation, Invocation::Describe);
@@ -252,13 +252,7 @@ pub(crate) async fn run(
                 // Boxed: wasmtime's instantiation and call make the guest's
                 // future some kilobytes, which every future above it would
                 // otherwise hold, and copy at each move (see `calls` bench).
-                let guest = Box::pin(guest(
-                    sandbox.clone(),
-                    invocation,
-                    observer,
-                    capture.clone(),
-                    fs,
-                ));
+                let guest = Box::pin(guest(sandbox, invocation, observer, capture.clone(), fs));
                 let result = bounded(guest, deadline, cancel, ends).await;
                 drop(slot);
                 result
@@ -406,16 +400,11 @@ async fn on_worker(
     let (sender, mut receiver) = tokio::sync::oneshot::channel();
     let state = Arc::new(AtomicU8::new(RUNNING));
     let stuck = sandbox.slots.stuck_counter().clone();
-    let guest = guest(
-        sandbox.clone(),
-        invocation,
-        observer,
-        capture.clone(),
-        Some(fs),
-    );
+    let (worker_sandbox, capture) = (sandbox.clone(), capture.clone());
     let (worker_state, worker_cancel) = (state.clone(), cancel.cloned());
     let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
+        let guest = guest(&worker_sandbox, invocation, observer, capture, Some(fs));
         let result = handle.block_on(bounded(guest, deadline, worker_cancel.as_ref(), ends));
         // The instance is gone: its slot can serve another call.
         drop(slot);
@@ -520,7 +509,7 @@ async fn within<F: Future>(deadline: Instant, future: F) -> Option<F::Output> {
 
 /// Instantiates the component in a fresh store and runs `invocation`.
 async fn guest(
-    sandbox: Arc<Sandbox>,
+    sandbox: &Sandbox,
     mut invocation: Invocation,
     observer: Observer,
     capture: Capture,
@@ -538,7 +527,7 @@ async fn guest(
     };
     let tools = ToolsCtx::new(tools, capture.deadline, &sandbox.slots);
     let mut store =
-        new_store(&sandbox, &capture, fs, observer, tools, transfer_cap).map_err(|e| Abort {
+        new_store(sandbox, &capture, fs, observer, tools, transfer_cap).map_err(|e| Abort {
             kind: ErrorKind::Trap,
             message: format!("The sandbox could not be set up ({e:#})."),
         })?;
