@@ -398,6 +398,33 @@ async fn live_with(server: &McpServer) -> (LiveRegistry, tempfile::TempDir) {
     (live, dir)
 }
 
+#[tokio::test]
+async fn a_start_its_call_gave_up_on_leaves_a_closed_server_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("starts");
+    let server = hostile("h")
+        .env("STARTS", EnvValue::Text(file.to_string_lossy().into()))
+        .unwrap()
+        .timeout(Duration::from_millis(300));
+    let registry = registry_with(&server).await;
+    registry.close_mcp_servers(Duration::from_secs(2)).await;
+    // The call starts it, and gives up at its timeout, before the server
+    // has initialized: the process is ended, and nothing starts it again.
+    let result = registry.call("mcp__h__pid", json!({})).await;
+    assert_error(&result, ErrorKind::Unavailable);
+    assert!(
+        result
+            .output
+            .contains("did not start within the call's timeout of 300 ms"),
+        "{}",
+        result.output
+    );
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let started = starts(&file);
+    assert_eq!(started.len(), 2, "started in the background");
+    assert!(!alive(&started[1]), "the given-up start's process runs on");
+}
+
 /// Whether process `pid` still runs (and is not a zombie).
 fn alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))

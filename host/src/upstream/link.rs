@@ -77,15 +77,17 @@ pub(super) struct Link {
     died: Arc<Notify>,
     /// A start is under way (without the state's lock).
     starting: AtomicBool,
+    /// A start was given up half-way: the next look at the state counts
+    /// it as failed.
+    given_up: AtomicBool,
     /// Told when a start ends, for the calls that waited for it.
     started: Notify,
 }
 
 impl Drop for Link {
-    /// Wakes the link's background tasks, which then end.
+    /// Wakes the link's background restarts, which then end.
     fn drop(&mut self) {
         self.died.notify_one();
-        self.changed.notify_one();
     }
 }
 
@@ -100,17 +102,28 @@ struct State {
     why: String,
     /// Closed on purpose: started again by a call, not in the background.
     closed: bool,
+    /// How many times it was closed: a start that sees this change while
+    /// it runs ends what it started.
+    closes: u64,
 }
 
 /// A start under way: when it ends (done, failed, or given up), the calls
-/// that waited for it and the background restarts are told.
-struct Starting<'a>(&'a Link);
+/// that waited for it and the background restarts are told. One given up
+/// half-way (its call ended) is counted as a failed start, at the next
+/// look at the state.
+struct Starting<'a> {
+    link: &'a Link,
+    ended: bool,
+}
 
 impl Drop for Starting<'_> {
     fn drop(&mut self) {
-        self.0.starting.store(false, Ordering::Release);
-        self.0.started.notify_waiters();
-        self.0.died.notify_one();
+        if !self.ended {
+            self.link.given_up.store(true, Ordering::Release);
+        }
+        self.link.starting.store(false, Ordering::Release);
+        self.link.started.notify_waiters();
+        self.link.died.notify_one();
     }
 }
 
@@ -217,6 +230,7 @@ impl Link {
             changed,
             died: died.clone(),
             starting: AtomicBool::new(false),
+            given_up: AtomicBool::new(false),
             started: Notify::new(),
             state: Mutex::new(State {
                 connection: Some(Arc::new(connection)),
@@ -224,6 +238,7 @@ impl Link {
                 pause: FIRST_PAUSE,
                 why: String::new(),
                 closed: false,
+                closes: 0,
             }),
         });
         tokio::spawn(revive(Arc::downgrade(&link), died));
@@ -239,11 +254,11 @@ impl Link {
     /// start given up half-way (its caller dropped) ends its process and
     /// lets the next start begin.
     async fn connection(&self, by_call: bool) -> Result<Arc<Connection>, String> {
-        let mut state = loop {
+        let state = loop {
             // Made before `starting` is read: the end of a start cannot
             // slip between the two.
             let started = self.started.notified();
-            let mut state = self.state.lock().await;
+            let mut state = self.lock().await;
             if let Some(connection) = state.running() {
                 return Ok(connection);
             }
@@ -260,18 +275,24 @@ impl Link {
         if now < state.next_start {
             return Err(self.unavailable(&state, state.next_start - now));
         }
-        state.closed = false;
+        // Closed since this start began: the start is ended at once.
+        let closes = state.closes;
         self.starting.store(true, Ordering::Release);
         drop(state);
-        let _starting = Starting(self);
+        let mut starting = Starting {
+            link: self,
+            ended: false,
+        };
         let started = self.start_again().await;
         let mut state = self.state.lock().await;
+        starting.ended = true;
         match started {
-            Ok(_) if state.closed => Err(self.unavailable(&state, Duration::ZERO)),
+            Ok(_) if state.closes != closes => Err(self.unavailable(&state, Duration::ZERO)),
             Ok(connection) => {
                 tracing::info!(server = %self.server.name(), "the MCP server was started again");
                 let connection = Arc::new(connection);
                 state.connection = Some(connection.clone());
+                state.closed = false;
                 self.changed.notify_one();
                 Ok(connection)
             }
@@ -302,10 +323,19 @@ impl Link {
         .await
     }
 
+    /// The state, with a start given up half-way counted as failed.
+    async fn lock(&self) -> tokio::sync::MutexGuard<'_, State> {
+        let mut state = self.state.lock().await;
+        if self.given_up.swap(false, Ordering::AcqRel) && state.connection.is_none() {
+            state.forget("its start was given up when the call that began it ended".into());
+        }
+        state
+    }
+
     /// How long until the server, dead, may be started again; `None` when
     /// it runs, or was closed on purpose.
     async fn until_restart(&self) -> Option<Duration> {
-        let mut state = self.state.lock().await;
+        let mut state = self.lock().await;
         let starting = self.starting.load(Ordering::Acquire);
         if state.closed || starting || state.running().is_some() {
             return None;
@@ -344,6 +374,8 @@ impl Link {
         let connection = {
             let mut state = self.state.lock().await;
             state.closed = true;
+            state.closes += 1;
+            state.why = "it was closed".into();
             state.connection.take()
         };
         let Some(connection) = connection else { return };
@@ -397,7 +429,8 @@ impl Link {
                 return Answer::Failed { kind, output };
             }
         };
-        let timeout = timeout.saturating_sub(began.elapsed());
+        // What is left of the call's time once the server runs.
+        let left = timeout.saturating_sub(began.elapsed());
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let peer = connection.peer().clone();
@@ -421,7 +454,7 @@ impl Link {
             in_flight.id = None;
             response
         };
-        match tokio::time::timeout(timeout, call).await {
+        match tokio::time::timeout(left, call).await {
             Ok(Ok(ServerResult::CallToolResult(result))) => answer::from_result(result),
             Ok(Ok(_)) => Answer::Failed {
                 kind: ErrorKind::ToolError,
@@ -501,7 +534,7 @@ impl Watcher {
         secrets: &Secrets,
         timeout: Duration,
     ) -> Watcher {
-        let redactor = secrets.current().redactor().cloned();
+        let redactor = secrets.redactor();
         Watcher {
             tool: tool.to_string(),
             sink,
