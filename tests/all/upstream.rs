@@ -198,6 +198,24 @@ async fn the_environment_is_empty_but_for_what_is_named_and_secrets_are_redacted
     let details = result.details.expect("structured content").to_string();
     assert!(!details.contains(TOKEN), "{details}");
 
+    // Nor through a question to the user.
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    let options = CallOptions::new().on_elicitation(move |question: ElicitationRequest| {
+        seen.lock().unwrap().push(question.message);
+        async { Elicitation::Decline }
+    });
+    let result = registry
+        .call_with("mcp__h__ask_with", json!({ "variable": "TOKEN" }), options)
+        .await;
+    assert_eq!(result.output, "decline", "{result:?}");
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert!(
+        !asked[0].contains(TOKEN) && asked[0].ends_with(": what is your name?"),
+        "{asked:?}"
+    );
+
     // A secret that is not set is a start-up error naming it.
     let unset = hostile("u")
         .env("X", EnvValue::Secret("nope".into()))

@@ -177,6 +177,13 @@ async def ask(ctx: Context) -> str:
 
 
 @server.tool()
+async def ask_with(variable: str, ctx: Context) -> str:
+    """Asks a question that quotes one of its environment's variables."""
+    result = await ctx.elicit(f"{os.environ.get(variable)}: what is your name?", Name)
+    return result.action
+
+
+@server.tool()
 def pid() -> int:
     """The server's process id."""
     return os.getpid()

@@ -547,11 +547,15 @@ impl Watcher {
     }
 
     fn bounded(&self, message: String) -> String {
-        let message = match &self.redactor {
-            Some(redactor) => redactor.text(&message).0.into_owned(),
-            None => message,
-        };
-        truncate(message, MAX_EVENT_MESSAGE)
+        truncate(self.redacted(message), MAX_EVENT_MESSAGE)
+    }
+
+    /// `text` with the operator's secrets redacted.
+    fn redacted(&self, text: String) -> String {
+        match &self.redactor {
+            Some(redactor) => redactor.text(&text).0.into_owned(),
+            None => text,
+        }
     }
 
     fn send(&self, event: GuestEvent) {
@@ -708,11 +712,17 @@ impl ClientHandler for Handler {
             };
             // The call's name and arguments, as its caller knows them, are
             // set by the call path.
+            // What the server asks is redacted like its answers: a secret
+            // in its environment never reaches the user through a question.
+            let schema = serde_json::to_string(&requested_schema).unwrap_or_default();
+            let Ok(schema) = serde_json::from_str(&asker.redacted(schema)) else {
+                return Ok(ElicitResult::new(ElicitationAction::Decline));
+            };
             let question = ElicitationRequest {
                 tool: asker.tool.clone(),
                 arguments: Value::Null,
-                message,
-                schema: serde_json::to_value(&requested_schema).unwrap_or_default(),
+                message: asker.redacted(message),
+                schema,
             };
             let elicitor = asker.elicitor.as_ref().expect("an asker can ask");
             let deadline = tokio::time::Instant::from_std(asker.deadline);
