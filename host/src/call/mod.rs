@@ -402,49 +402,107 @@ impl<'r> Call<'r> {
         }
     }
 
-    /// Takes the call through the whole path.
-    pub(crate) async fn run(self, options: CallOptions) -> CallReport {
-        match self.admit(&options).await {
-            Ok(admitted) => admitted.execute(options).await,
-            Err(report) => report,
+    /// Takes the call through the whole path. The call is borrowed by each
+    /// stage rather than moved from one to the next: a call's future stays
+    /// small, and cheap to move (the `calls` bench prints its size).
+    pub(crate) async fn run(mut self, options: CallOptions) -> CallReport {
+        let span = self.start_span(&options);
+        match self.permit(&options).await {
+            Ok(()) => self.execute(&options, span).await,
+            Err(refusal) => self.refused(refusal, span),
         }
     }
 
     /// The permission stage: starts the call's span, then refuses a
     /// cancelled call or one the rules (or the approver) refuse.
     pub(crate) async fn admit(mut self, options: &CallOptions) -> Result<Admitted<'r>, CallReport> {
-        let policy = options.policy_ref();
-        let span = options.tracer().map(|tracer| {
+        let span = self.start_span(options);
+        match self.permit(options).await {
+            Ok(()) => Ok(Admitted { call: self, span }),
+            Err(refusal) => Err(self.refused(refusal, span)),
+        }
+    }
+
+    /// The call's span, when it is traced.
+    fn start_span(&self, options: &CallOptions) -> Option<Box<dyn CallSpan>> {
+        options.tracer().map(|tracer| {
             tracer.start(
                 &self.name,
                 self.info(),
                 &|| self.arguments_text(),
                 self.permission,
             )
-        });
-        let verdict = match (options.cancel(), policy) {
-            _ if self.refusal.is_some() => Err(self.refusal.take().expect("checked")),
-            (Some(token), _) if token.is_cancelled() => Err((ErrorKind::Cancelled, not_started())),
-            (cancel, Some(policy)) => policy.permit(&self, cancel).await,
-            (_, None) => Ok(()),
-        };
-        match verdict {
-            Ok(()) => Ok(Admitted { call: self, span }),
-            Err((kind, output)) => {
-                let report = CallReport::refused(&self.name, self.id.clone(), kind, output);
-                if let Some(span) = span {
-                    let limits = self.entry.as_ref().map(|e| e.limits());
-                    span.finish(
-                        self.info(),
-                        limits,
-                        &report.result,
-                        false,
-                        &Timings::default(),
-                    );
-                }
-                Err(report)
-            }
+        })
+    }
+
+    /// Whether the call may run: not refused by its frontend, not
+    /// cancelled, and allowed by the policy's rules (or its approver).
+    async fn permit(&mut self, options: &CallOptions) -> Result<(), (ErrorKind, String)> {
+        if let Some(refusal) = self.refusal.take() {
+            return Err(refusal);
         }
+        match (options.cancel(), options.policy_ref()) {
+            (Some(token), _) if token.is_cancelled() => Err((ErrorKind::Cancelled, not_started())),
+            (cancel, Some(policy)) => policy.permit(self, cancel).await,
+            (_, None) => Ok(()),
+        }
+    }
+
+    /// The report of a call the permission stage refused, its span finished.
+    fn refused(
+        &self,
+        (kind, output): (ErrorKind, String),
+        span: Option<Box<dyn CallSpan>>,
+    ) -> CallReport {
+        let report = CallReport::refused(&self.name, self.id.clone(), kind, output);
+        if let Some(span) = span {
+            let limits = self.entry.as_ref().map(|e| e.limits());
+            span.finish(
+                self.info(),
+                limits,
+                &report.result,
+                false,
+                &Timings::default(),
+            );
+        }
+        report
+    }
+
+    /// Validates, then serves the call from the cache or runs it in a
+    /// sandbox, and reports it.
+    async fn execute(&self, options: &CallOptions, span: Option<Box<dyn CallSpan>>) -> CallReport {
+        let component = self.info().map_or("", |info| info.component.as_str());
+        let tracing_span = tracing::info_span!(
+            "call",
+            tool = %self.name,
+            component = %component,
+            call_id = %self.id,
+            duration_ms = tracing::field::Empty,
+            fuel_used = tracing::field::Empty,
+            error_kind = tracing::field::Empty,
+        );
+        let mut timings = Timings::default();
+        let timed = span.as_ref().is_some_and(|span| span.timed());
+        let stages = self.stages(options, timed.then_some(&mut timings), span.as_deref());
+        // Without a subscriber (an embedder's plain call), the stages'
+        // future is awaited where it is, not moved into the span's.
+        let report = match tracing_span.is_disabled() {
+            true => stages.await,
+            false => stages.instrument(tracing_span.clone()).await,
+        };
+        let result = &report.result;
+        tracing_span.record("duration_ms", result.duration.as_millis() as u64);
+        tracing_span.record("fuel_used", result.fuel_used);
+        tracing_span.record(
+            "error_kind",
+            result.error_kind.map_or("none", ErrorKind::as_str),
+        );
+        tracing_span.in_scope(|| tracing::debug!(is_error = result.is_error, "call finished"));
+        if let Some(span) = span {
+            let limits = self.entry.as_ref().map(|e| e.limits());
+            span.finish(self.info(), limits, result, true, &timings);
+        }
+        report
     }
 }
 
@@ -459,35 +517,7 @@ impl Admitted<'_> {
     /// sandbox, and reports it.
     pub(crate) async fn execute(self, options: CallOptions) -> CallReport {
         let Admitted { call, span } = self;
-        let component = call.info().map_or("", |info| info.component.as_str());
-        let tracing_span = tracing::info_span!(
-            "call",
-            tool = %call.name,
-            component = %component,
-            call_id = %call.id,
-            duration_ms = tracing::field::Empty,
-            fuel_used = tracing::field::Empty,
-            error_kind = tracing::field::Empty,
-        );
-        let mut timings = Timings::default();
-        let timed = span.as_ref().is_some_and(|span| span.timed());
-        let report = call
-            .stages(&options, timed.then_some(&mut timings), span.as_deref())
-            .instrument(tracing_span.clone())
-            .await;
-        let result = &report.result;
-        tracing_span.record("duration_ms", result.duration.as_millis() as u64);
-        tracing_span.record("fuel_used", result.fuel_used);
-        tracing_span.record(
-            "error_kind",
-            result.error_kind.map_or("none", ErrorKind::as_str),
-        );
-        tracing_span.in_scope(|| tracing::debug!(is_error = result.is_error, "call finished"));
-        if let Some(span) = span {
-            let limits = call.entry.as_ref().map(|e| e.limits());
-            span.finish(call.info(), limits, result, true, &timings);
-        }
-        report
+        call.execute(&options, span).await
     }
 }
 
@@ -539,16 +569,8 @@ impl Call<'_> {
         let tools = caller
             .as_ref()
             .map(|(caller, _)| caller.clone() as Arc<dyn ToolCalls>);
-        // Boxed, as the guest's future is below it: a call's future stays
-        // small (the `calls` bench prints its size), and cheap to move.
-        let mut result = Box::pin(outcome::run(
-            entry,
-            arguments,
-            self.id.clone(),
-            options,
-            tools,
-        ))
-        .await;
+        let id = self.id.clone();
+        let mut result = outcome::run(entry, arguments, id, options, tools).await;
         if let Some((_, Some(tree))) = caller {
             let (listed, usage) = tree.take_listed();
             result.nested = listed;

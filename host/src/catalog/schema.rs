@@ -131,6 +131,10 @@ fn compile(which: &str, schema: &Value) -> Result<Validator, String> {
 /// [`MAX_ERROR_LINE_LEN`] bytes (its start and its end kept), and a last
 /// line counts the rest.
 pub(crate) fn errors(validator: &Validator, instance: &Value) -> Option<String> {
+    // The common case, without the error iterator's allocation.
+    if validator.is_valid(instance) {
+        return None;
+    }
     let mut lines = Vec::new();
     let mut more = 0;
     for error in validator.iter_errors(instance) {

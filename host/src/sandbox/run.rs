@@ -13,7 +13,7 @@
 //! call's caller still gets its outcome at the deadline.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -25,14 +25,15 @@ use wasmtime_wasi_http::WasiHttpCtx;
 use super::bindings::{ToolsetPre, WitDescriptor, WitOutcome};
 use super::limits::Limits;
 use super::mount::{HeldDir, Mount, MountError};
-use super::net::{Egress, Meter, NetPolicy, NetUsage, redacted};
+use super::net::{Egress, Meter, NetPolicy, NetUsage};
 use super::outcome::{CancelToken, ErrorKind, GuestEvent, GuestEvents, LogLevel, Logs, Observer};
 use super::secrets::Secrets;
 use super::secrets::redact::Redactor;
-use super::settings::ComponentSettings;
-use super::slots::{Slot, Slots, Stalled};
+use super::settings::{ComponentSettings, SettingsCtx};
+use super::slots::{OwnedSlot, Slot, Slots, Stalled};
 use super::state::{
-    CallState, CappedPipe, GrowthRefusals, MAX_COMPONENT_HANDLES, MAX_WASI_RESOURCES, MemoryLimiter,
+    CallState, CappedPipe, Gauges, GrowthRefusals, MAX_COMPONENT_HANDLES, MAX_WASI_RESOURCES,
+    MemoryLimiter,
 };
 use super::text::{human_bytes, human_duration};
 use super::tools::{ToolCalls, ToolsCtx};
@@ -217,13 +218,10 @@ pub(crate) async fn run(
     let capture = Capture {
         stdout: CappedPipe::new(limits.log_bytes),
         stderr: CappedPipe::new(limits.log_bytes),
-        // Fuel left, sampled at every epoch tick, so a call stopped from
-        // outside still reports what it used. Only a lower bound: compiled
-        // code keeps the fuel counter in a register and stores it back at
-        // calls, so a tight loop shows the fuel of its last call.
-        fuel_left: Arc::new(AtomicU64::new(fuel_budget)),
-        memory_refused: Arc::default(),
-        peak_memory: Arc::default(),
+        gauges: Arc::new(Gauges {
+            fuel_left: AtomicU64::new(fuel_budget),
+            ..Gauges::default()
+        }),
         meter: Arc::default(),
         redactor: sandbox.grants.secrets.redactor(),
         deadline,
@@ -242,9 +240,12 @@ pub(crate) async fn run(
             Some(files) if sandbox.slots.stuck() < MAX_STUCK_WORKERS => {
                 let fs = files.inline.clone();
                 let at = (deadline, ends);
-                on_worker(
+                // Boxed, as `admit`'s wait: only the calls that take this
+                // path carry its future.
+                let slot = slot.owned();
+                Box::pin(on_worker(
                     sandbox, invocation, observer, cancel, &capture, fs, slot, at,
-                )
+                ))
                 .await
             }
             files => {
@@ -277,12 +278,12 @@ pub(crate) async fn run(
     };
     RunReport {
         result,
-        fuel_used: fuel_budget - capture.fuel_left.load(Ordering::Relaxed),
+        fuel_used: fuel_budget - capture.gauges.fuel_left.load(Ordering::Relaxed),
         duration: started.elapsed(),
-        peak_memory_bytes: capture.peak_memory.load(Ordering::Relaxed),
+        peak_memory_bytes: capture.gauges.peak_memory.load(Ordering::Relaxed),
         slot_wait,
         logs,
-        memory_refused: capture.memory_refused.load(Ordering::Relaxed),
+        memory_refused: capture.gauges.memory_refused.load(Ordering::Relaxed),
         net: capture.meter.usage(),
         redactor: capture.redactor,
     }
@@ -293,31 +294,42 @@ pub(crate) async fn run(
 struct Capture {
     stdout: CappedPipe,
     stderr: CappedPipe,
-    fuel_left: Arc<AtomicU64>,
-    memory_refused: Arc<AtomicBool>,
-    /// The instance's linear memory, in bytes, as the limiter last saw it.
-    peak_memory: Arc<AtomicU64>,
+    gauges: Arc<Gauges>,
     meter: Arc<Meter>,
     /// What redacts the operator's secrets from what the call hands back.
     redactor: Option<Arc<Redactor>>,
     deadline: Instant,
 }
 
-/// Waits for a free slot until `deadline`, when time `ends`; a nested call
-/// is refused at once when every slot is held by a waiting caller.
-async fn admit(
-    sandbox: &Sandbox,
+/// A free slot, or one waited for until `deadline`, when time `ends`
+/// (then `true`); a nested call is refused at once when every slot is held
+/// by a waiting caller.
+async fn admit<'s>(
+    sandbox: &'s Sandbox,
     deadline: Instant,
     cancel: Option<&CancelToken>,
     loading: bool,
     ends: Ends,
-) -> Result<(Slot, bool), Abort> {
-    let slots = &sandbox.slots;
+) -> Result<(Slot<'s>, bool), Abort> {
     if !cancel.is_some_and(CancelToken::is_cancelled)
-        && let Some(slot) = slots.free(loading)
+        && let Some(slot) = sandbox.slots.free(loading)
     {
         return Ok((slot, false));
     }
+    // Boxed: the wait's future is large, and most calls never wait, so
+    // every call's future would otherwise hold (and move) it.
+    Box::pin(wait_for_slot(sandbox, deadline, cancel, loading, ends)).await
+}
+
+/// Waits for a slot until `deadline` (see `admit`).
+async fn wait_for_slot<'s>(
+    sandbox: &'s Sandbox,
+    deadline: Instant,
+    cancel: Option<&CancelToken>,
+    loading: bool,
+    ends: Ends,
+) -> Result<(Slot<'s>, bool), Abort> {
+    let slots = &sandbox.slots;
     let waited = async {
         match ends.nested {
             true => slots.wait_nested(deadline).await,
@@ -394,7 +406,7 @@ async fn on_worker(
     cancel: Option<&CancelToken>,
     capture: &Capture,
     fs: WasiFilesystemCtx,
-    slot: Slot,
+    slot: OwnedSlot,
     (deadline, ends): (Instant, Ends),
 ) -> Result<GuestReturn, Abort> {
     let (sender, mut receiver) = tokio::sync::oneshot::channel();
@@ -468,43 +480,55 @@ fn timeout_abort(ends: Ends) -> Abort {
 }
 
 /// `guest`, stopped by `cancel` or at `deadline`.
-async fn bounded(
-    guest: impl Future<Output = Result<GuestReturn, Abort>>,
+///
+/// What waits (the timer, the cancellation's listener) is made only when
+/// the guest has to wait: most calls finish in their first poll, and every
+/// tokio timer, even one never polled, takes the lock of the runtime's one
+/// timer wheel when it is dropped, a lock that concurrent callers would
+/// otherwise take on every call. Both are boxed, so that a call's future
+/// does not carry them either. (A guest that computes is stopped at the
+/// deadline by the epoch interruption anyway; the timer is for one waiting
+/// in the host.)
+async fn bounded<T>(
+    guest: impl Future<Output = Result<T, Abort>>,
     deadline: Instant,
     cancel: Option<&CancelToken>,
     ends: Ends,
-) -> Result<GuestReturn, Abort> {
-    tokio::select! {
-        biased;
-        () = cancelled(cancel) => Err(cancelled_abort()),
-        ran = within(deadline, guest) => ran.unwrap_or_else(|| Err(timeout_abort(ends))),
+) -> Result<T, Abort> {
+    if cancel.is_some_and(CancelToken::is_cancelled) {
+        return Err(cancelled_abort());
     }
-}
-
-/// `future`'s output, or `None` once `deadline` passes. The timer is made
-/// only when the future has to wait: most calls finish in their first poll,
-/// and every tokio timer, even one never polled, takes the lock of the
-/// runtime's one timer wheel when it is dropped, a lock that concurrent
-/// callers would otherwise take on every call. (A guest that computes is
-/// stopped at the deadline by the epoch interruption anyway; the timer is
-/// for one waiting in the host.)
-async fn within<F: Future>(deadline: Instant, future: F) -> Option<F::Output> {
-    let mut future = std::pin::pin!(future);
-    let mut timer = std::pin::pin!(None::<tokio::time::Sleep>);
+    let mut guest = std::pin::pin!(guest);
+    let mut waits: Option<Waits<'_>> = None;
     std::future::poll_fn(|cx| {
-        if let Poll::Ready(output) = future.as_mut().poll(cx) {
-            return Poll::Ready(Some(output));
+        // A cancellation comes first, once the guest has waited.
+        if let Some(waits) = &mut waits
+            && waits.cancelled.as_mut().poll(cx).is_ready()
+        {
+            return Poll::Ready(Err(cancelled_abort()));
         }
-        if timer.is_none() {
-            timer.set(Some(tokio::time::sleep_until(deadline.into())));
+        if let Poll::Ready(output) = guest.as_mut().poll(cx) {
+            return Poll::Ready(output);
         }
-        let expired = timer.as_mut().as_pin_mut().map(|timer| timer.poll(cx));
-        match expired {
-            Some(Poll::Ready(())) => Poll::Ready(None),
-            _ => Poll::Pending,
+        let waits = waits.get_or_insert_with(|| Waits {
+            cancelled: Box::pin(cancelled(cancel)),
+            timer: Box::pin(tokio::time::sleep_until(deadline.into())),
+        });
+        if waits.cancelled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(cancelled_abort()));
+        }
+        match waits.timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(timeout_abort(ends))),
+            Poll::Pending => Poll::Pending,
         }
     })
     .await
+}
+
+/// What a guest that waits is stopped by (see `bounded`).
+struct Waits<'a> {
+    cancelled: std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>>,
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
 }
 
 /// Instantiates the component in a fresh store and runs `invocation`.
@@ -544,13 +568,12 @@ async fn guest(
         })
     }
     .await;
-    capture
-        .fuel_left
-        .store(store.get_fuel().unwrap_or(0), Ordering::Relaxed);
+    let gauges = &capture.gauges;
+    let fuel_left = store.get_fuel().unwrap_or(0);
+    gauges.fuel_left.store(fuel_left, Ordering::Relaxed);
     let refusals = store.data().growth_refusals();
-    capture
-        .memory_refused
-        .store(refusals != GrowthRefusals::None, Ordering::Relaxed);
+    let refused = refusals != GrowthRefusals::None;
+    gauges.memory_refused.store(refused, Ordering::Relaxed);
     returned.map_err(|error| classify(error, refusals, limits, transfer_cap))
 }
 
@@ -572,24 +595,23 @@ fn new_store(
     let limits = &sandbox.grants.limits;
     // The host's notes (network refusals) go to the call's stderr and
     // events, as the guest's own lines do.
-    let notes = {
+    // (`Egress` redacts them first.)
+    let note = {
         let (stderr, observer) = (capture.stderr.clone(), observer.clone());
-        let (redactor, meter) = (capture.redactor.clone(), capture.meter.clone());
-        Arc::new(move |message: String| {
-            let message = redacted(redactor.as_deref(), &meter, message);
+        move |message: String| {
             stderr.append_line(&message);
             observer.send(GuestEvent::Log {
                 level: LogLevel::Warn,
                 message,
             });
-        })
+        }
     };
     let egress = Egress::new(
         sandbox.grants.network.clone(),
         limits,
         capture.deadline.into(),
         capture.meter.clone(),
-        notes,
+        note,
         capture.redactor.clone(),
     );
     let sockets = egress.sockets();
@@ -607,9 +629,9 @@ fn new_store(
         egress,
         sockets,
         table: CallState::table(),
-        limiter: MemoryLimiter::new(limits.memory_bytes, capture.peak_memory.clone()),
+        limiter: MemoryLimiter::new(limits.memory_bytes, capture.gauges.clone()),
         events: GuestEvents::new(observer, capture.redactor.clone(), capture.meter.clone()),
-        settings: sandbox.grants.settings.clone(),
+        settings: SettingsCtx::of(&sandbox.grants.settings),
         tools,
     };
     let mut store = Store::new(sandbox.pre.engine(), state);
@@ -618,9 +640,10 @@ fn new_store(
     store.set_max_component_handles(MAX_COMPONENT_HANDLES);
     store.set_fuel(limits.fuel.unwrap_or(u64::MAX))?;
     store.set_epoch_deadline(1);
-    let fuel_left = capture.fuel_left.clone();
+    let gauges = capture.gauges.clone();
     store.epoch_deadline_callback(move |store| {
-        fuel_left.store(store.get_fuel().unwrap_or(0), Ordering::Relaxed);
+        let fuel_left = store.get_fuel().unwrap_or(0);
+        gauges.fuel_left.store(fuel_left, Ordering::Relaxed);
         // Give the executor a chance to notice a timeout or a cancellation.
         Ok(UpdateDeadline::Yield(1))
     });
@@ -701,29 +724,66 @@ fn classify(
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn a_future_within_its_deadline_gives_its_output() {
-        let past = Instant::now() - Duration::from_secs(1);
-        // Ready at once: the deadline is not even looked at.
-        assert_eq!(within(past, async { 7 }).await, Some(7));
-        let soon = Instant::now() + Duration::from_secs(5);
-        let waited = within(soon, async {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            8
-        });
-        assert_eq!(waited.await, Some(8));
+    fn ends() -> Ends {
+        Ends::of(Duration::from_millis(20), Instant::now(), None).1
     }
 
     #[tokio::test]
-    async fn a_future_still_waiting_at_its_deadline_is_given_up() {
+    async fn a_guest_within_its_deadline_gives_its_output() {
+        let past = Instant::now() - Duration::from_secs(1);
+        // Ready at once: the deadline is not even looked at.
+        let ready = bounded(async { Ok(7) }, past, None, ends());
+        assert_eq!(ready.await.unwrap(), 7);
+        let soon = Instant::now() + Duration::from_secs(5);
+        let waited = bounded(
+            async {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                Ok(8)
+            },
+            soon,
+            None,
+            ends(),
+        );
+        assert_eq!(waited.await.unwrap(), 8);
+    }
+
+    #[tokio::test]
+    async fn a_guest_still_waiting_at_its_deadline_is_given_up() {
         let started = Instant::now();
         let deadline = started + Duration::from_millis(20);
-        let never = within(deadline, std::future::pending::<()>());
-        assert_eq!(never.await, None);
+        let never = bounded(
+            std::future::pending::<Result<(), Abort>>(),
+            deadline,
+            None,
+            ends(),
+        );
+        assert_eq!(never.await.unwrap_err().kind, ErrorKind::Timeout);
         let took = started.elapsed();
         assert!(
             took >= Duration::from_millis(20) && took < Duration::from_secs(2),
             "{took:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_waiting_guest_is_stopped_by_its_cancellation() {
+        let token = CancelToken::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let cancelled = bounded(
+            std::future::pending::<Result<(), Abort>>(),
+            deadline,
+            Some(&token),
+            ends(),
+        );
+        let cancelling = async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            token.cancel();
+        };
+        let (stopped, ()) = tokio::join!(cancelled, cancelling);
+        assert_eq!(stopped.unwrap_err().kind, ErrorKind::Cancelled);
+        // Cancelled before it starts: it never runs.
+        let never_polled = bounded(async { panic!("runs") }, deadline, Some(&token), ends());
+        let never: Result<(), Abort> = never_polled.await;
+        assert_eq!(never.unwrap_err().kind, ErrorKind::Cancelled);
     }
 }

@@ -42,13 +42,25 @@ impl ComponentSettings {
 
 /// `wasi:config/store`: the component's settings, read-only. A call's
 /// store holds them shared, as every call of the component reads the same.
-impl config_store::Host for Arc<ComponentSettings> {
+/// What one call's `wasi:config/store` serves: its component's settings.
+/// A component without settings (the default) shares nothing with its
+/// calls, so that concurrent calls do not count references on one shared
+/// cache line.
+pub(crate) struct SettingsCtx(Option<Arc<ComponentSettings>>);
+
+impl SettingsCtx {
+    pub(crate) fn of(settings: &Arc<ComponentSettings>) -> SettingsCtx {
+        SettingsCtx((!settings.map.is_empty()).then(|| settings.clone()))
+    }
+}
+
+impl config_store::Host for SettingsCtx {
     fn get(&mut self, key: String) -> Result<Option<String>, config_store::Error> {
-        Ok(ComponentSettings::get(self, &key))
+        Ok(self.0.as_ref().and_then(|settings| settings.get(&key)))
     }
 
     fn get_all(&mut self) -> Result<Vec<(String, String)>, config_store::Error> {
-        Ok(self.all())
+        Ok(self.0.as_ref().map(|s| s.all()).unwrap_or_default())
     }
 }
 
@@ -75,7 +87,8 @@ mod tests {
         use config_store::Host;
         let map = [("region", "eu"), ("base", "https://x")];
         let map = map.map(|(k, v)| (k.to_string(), v.to_string()));
-        let mut settings = Arc::new(ComponentSettings::new(map.into_iter().collect()));
+        let settings = Arc::new(ComponentSettings::new(map.into_iter().collect()));
+        let mut settings = SettingsCtx::of(&settings);
         assert_eq!(
             settings.get("region".into()).unwrap().as_deref(),
             Some("eu")
@@ -88,6 +101,15 @@ mod tests {
             .map(|(k, _)| k)
             .collect();
         assert_eq!(keys, ["base", "region"]);
+    }
+
+    #[test]
+    fn a_component_without_settings_is_served_an_empty_store() {
+        use config_store::Host;
+        let mut settings = SettingsCtx::of(&Arc::default());
+        assert!(settings.0.is_none(), "nothing shared");
+        assert_eq!(settings.get("region".into()).unwrap(), None);
+        assert_eq!(settings.get_all().unwrap(), Vec::new());
     }
 
     #[test]

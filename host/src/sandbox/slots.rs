@@ -18,6 +18,9 @@
 //! Taking and giving back a free slot is one atomic operation each way, with
 //! no lock: concurrent callers would otherwise contend for a semaphore's
 //! lock on every call (tokio's takes its waiters' lock on every release).
+//! A slot borrows its pool, so that taking one does not also count a
+//! reference on the pool's shared cache line; only a slot handed to another
+//! thread owns a reference ([`Slot::owned`]).
 //! Only a call that finds every slot taken waits, in turn, and callers that
 //! arrive while others wait queue behind them rather than take a slot first.
 
@@ -84,13 +87,13 @@ impl Slots {
     }
 
     /// A free slot, if there is one now and no call is waiting for one.
-    pub(crate) fn free(&self, loading: bool) -> Option<Slot> {
+    pub(crate) fn free(&self, loading: bool) -> Option<Slot<'_>> {
         Pool::take(self.pool(loading))
     }
 
     /// Waits for a free slot until `deadline`, in turn with the other
     /// waiting calls.
-    pub(crate) async fn wait(&self, deadline: Instant, loading: bool) -> Option<Slot> {
+    pub(crate) async fn wait(&self, deadline: Instant, loading: bool) -> Option<Slot<'_>> {
         let pool = self.pool(loading);
         if let Some(slot) = Pool::take(pool) {
             return Some(slot);
@@ -103,7 +106,7 @@ impl Slots {
     /// Like [`wait`](Self::wait), for a nested call: `Err(Stalled)` at once
     /// when every call slot is held by a caller waiting on its own nested
     /// calls, now or while this call waits.
-    pub(crate) async fn wait_nested(&self, deadline: Instant) -> Result<Option<Slot>, Stalled> {
+    pub(crate) async fn wait_nested(&self, deadline: Instant) -> Result<Option<Slot<'_>>, Stalled> {
         let pool = &self.calls;
         tokio::select! {
             biased;
@@ -153,16 +156,33 @@ struct Pool {
 }
 
 /// A slot taken from a pool, given back when dropped.
-pub(crate) struct Slot {
+pub(crate) struct Slot<'a> {
+    pool: &'a Arc<Pool>,
+}
+
+impl Slot<'_> {
+    /// The same slot, owning a reference to its pool: for another thread.
+    pub(crate) fn owned(self) -> OwnedSlot {
+        let pool = self.pool.clone();
+        std::mem::forget(self);
+        OwnedSlot { pool }
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.pool.give_back();
+    }
+}
+
+/// A slot that owns a reference to its pool ([`Slot::owned`]).
+pub(crate) struct OwnedSlot {
     pool: Arc<Pool>,
 }
 
-impl Drop for Slot {
+impl Drop for OwnedSlot {
     fn drop(&mut self) {
-        self.pool.free.fetch_add(1, Ordering::SeqCst);
-        if self.pool.waiting.load(Ordering::SeqCst) > 0 {
-            self.pool.given_back.notify_one();
-        }
+        self.pool.give_back();
     }
 }
 
@@ -191,25 +211,32 @@ impl Pool {
         }
     }
 
+    fn give_back(&self) {
+        self.free.fetch_add(1, Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.given_back.notify_one();
+        }
+    }
+
     /// A slot, unless none is free or calls are waiting for one.
-    fn take(pool: &Arc<Pool>) -> Option<Slot> {
+    fn take(pool: &Arc<Pool>) -> Option<Slot<'_>> {
         if pool.waiting.load(Ordering::SeqCst) > 0 {
             return None;
         }
         Pool::take_free(pool)
     }
 
-    fn take_free(pool: &Arc<Pool>) -> Option<Slot> {
+    fn take_free(pool: &Arc<Pool>) -> Option<Slot<'_>> {
         let taken = pool
             .free
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |free| {
                 free.checked_sub(1)
             });
-        taken.ok().map(|_| Slot { pool: pool.clone() })
+        taken.ok().map(|_| Slot { pool })
     }
 
     /// Waits, as one of the waiting calls, until a slot is given back.
-    async fn queue(pool: &Arc<Pool>) -> Slot {
+    async fn queue(pool: &Arc<Pool>) -> Slot<'_> {
         let _waiting = Waiting::count(pool);
         loop {
             // Listening before looking: a slot given back after the look

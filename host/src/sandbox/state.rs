@@ -18,7 +18,7 @@
 //! module only composes them ([`add_to_linker`]).
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -34,7 +34,7 @@ use super::net::sockets::{self, LookupView, Sockets};
 use super::net::{Egress, Meter, redacted};
 use super::outcome::GuestEvents;
 use super::secrets::redact::Redactor;
-use super::settings::ComponentSettings;
+use super::settings::SettingsCtx;
 use super::tools::ToolsCtx;
 
 /// The most table elements a call's instances may hold, all tables together.
@@ -60,7 +60,7 @@ pub(crate) struct CallState {
     pub(super) table: ResourceTable,
     pub(super) limiter: MemoryLimiter,
     pub(super) events: GuestEvents,
-    pub(super) settings: Arc<ComponentSettings>,
+    pub(super) settings: SettingsCtx,
     pub(super) tools: ToolsCtx,
 }
 
@@ -76,9 +76,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<
         &mut state.events
     })?;
     toolcage::tool::tools::add_to_linker::<_, HasSelf<ToolsCtx>>(linker, |state| &mut state.tools)?;
-    config_store::add_to_linker::<_, HasSelf<Arc<ComponentSettings>>>(linker, |state| {
-        &mut state.settings
-    })
+    config_store::add_to_linker::<_, HasSelf<SettingsCtx>>(linker, |state| &mut state.settings)
 }
 
 impl CallState {
@@ -122,6 +120,21 @@ impl WasiHttpView for CallState {
     }
 }
 
+/// What a call's store reports to its caller as it runs, in one place the
+/// caller still reads after giving up on a guest stuck in a file operation.
+#[derive(Debug, Default)]
+pub(crate) struct Gauges {
+    /// Fuel left, sampled at every epoch tick and when the guest returns.
+    /// Only a lower bound of what was used for a call stopped from outside:
+    /// compiled code keeps the fuel counter in a register and stores it
+    /// back at calls, so a tight loop shows the fuel of its last call.
+    pub fuel_left: AtomicU64,
+    /// The instance's linear memory, in bytes, as the limiter last saw it.
+    pub peak_memory: AtomicU64,
+    /// Whether the limiter refused a growth.
+    pub memory_refused: AtomicBool,
+}
+
 /// Caps linear memory and tables, summed over every memory and table of the
 /// call's instances, and remembers refused growths: a trap that follows a
 /// refusal with no successful growth since is reported as
@@ -129,8 +142,8 @@ impl WasiHttpView for CallState {
 /// guest recovered from (it grew again afterwards) leaves a later trap a
 /// trap, and only adds a note.
 pub(crate) struct MemoryLimiter {
-    /// The memory held, shared with the caller.
-    peak: Arc<AtomicU64>,
+    /// Where the memory held is reported to the caller.
+    gauges: Arc<Gauges>,
     max_bytes: usize,
     memory_bytes: usize,
     table_elements: usize,
@@ -150,10 +163,10 @@ pub(crate) enum GrowthRefusals {
 
 impl MemoryLimiter {
     /// At most `max_bytes` of linear memory, reporting what is held on
-    /// `peak`.
-    pub(crate) fn new(max_bytes: usize, peak: Arc<AtomicU64>) -> Self {
+    /// `gauges`.
+    pub(crate) fn new(max_bytes: usize, gauges: Arc<Gauges>) -> Self {
         MemoryLimiter {
-            peak,
+            gauges,
             max_bytes,
             memory_bytes: 0,
             table_elements: 0,
@@ -199,7 +212,8 @@ impl ResourceLimiter for MemoryLimiter {
         );
         // Memories only grow: the total now is the peak. Kept outside the
         // store, so that a call stopped from outside still reports it.
-        self.peak.store(self.memory_bytes as u64, Ordering::Relaxed);
+        let held = self.memory_bytes as u64;
+        self.gauges.peak_memory.store(held, Ordering::Relaxed);
         Ok(grown)
     }
 

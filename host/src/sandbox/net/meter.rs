@@ -159,6 +159,11 @@ impl Meter {
         if self.open.load(Ordering::Acquire) == 0 {
             return;
         }
+        // Boxed: only a call with connections open carries the wait.
+        Box::pin(self.wait_closed(grace)).await;
+    }
+
+    async fn wait_closed(&self, grace: Duration) {
         let wait = async {
             loop {
                 let closed = self.closed.notified();

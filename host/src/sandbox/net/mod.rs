@@ -75,49 +75,24 @@ pub(crate) struct Egress {
 }
 
 impl Egress {
+    /// The hooks of a call under `policy` and the budgets of `limits`,
+    /// noting refusals through `note` (see [`bounded`]).
     pub(crate) fn new(
         policy: Option<Arc<NetPolicy>>,
         limits: &Limits,
         deadline: Instant,
         meter: Arc<Meter>,
-        notes: Notes,
+        note: impl Fn(String) + Send + Sync + 'static,
         redactor: Option<Arc<Redactor>>,
     ) -> Self {
         Egress {
             policy,
             budget: Budget::of(limits),
             deadline,
+            notes: bounded(note, redactor.clone(), meter.clone()),
             meter,
-            notes,
             redactor,
         }
-        .bounded_notes()
-    }
-
-    /// Caps the notes at [`MAX_REFUSALS_NOTED`] lines a call, redacts and
-    /// cuts each before anything sees it, and sends them to the tracing log
-    /// too.
-    fn bounded_notes(mut self) -> Self {
-        let (inner, meter) = (self.notes.clone(), self.meter.clone());
-        let redactor = self.redactor.clone();
-        self.notes = Arc::new(move |line: String| {
-            let line = redacted_cut(
-                redactor.as_deref(),
-                &meter,
-                line,
-                MAX_DESTINATION_NOTED + 200,
-            );
-            tracing::warn!(target: "toolcage::net", "{}", line.escape_debug());
-            let noted = meter.refusals_noted.fetch_add(1, Ordering::AcqRel) + 1;
-            if noted <= MAX_REFUSALS_NOTED {
-                inner(line);
-            } else if noted == MAX_REFUSALS_NOTED + 1 {
-                inner(format!(
-                    "toolcage: more than {MAX_REFUSALS_NOTED} network refusals in this call; the rest are not noted"
-                ));
-            }
-        });
-        self
     }
 
     /// The call's sockets policy, sharing this call's budgets, figures and
@@ -173,6 +148,33 @@ impl Egress {
         let left = self.deadline.saturating_duration_since(Instant::now());
         guest.unwrap_or(ours).min(ours).min(left)
     }
+}
+
+/// `note`, capped at [`MAX_REFUSALS_NOTED`] lines a call, with each line
+/// redacted and cut before anything sees it, and sent to the tracing log
+/// too.
+fn bounded(
+    note: impl Fn(String) + Send + Sync + 'static,
+    redactor: Option<Arc<Redactor>>,
+    meter: Arc<Meter>,
+) -> Notes {
+    Arc::new(move |line: String| {
+        let line = redacted_cut(
+            redactor.as_deref(),
+            &meter,
+            line,
+            MAX_DESTINATION_NOTED + 200,
+        );
+        tracing::warn!(target: "toolcage::net", "{}", line.escape_debug());
+        let noted = meter.refusals_noted.fetch_add(1, Ordering::AcqRel) + 1;
+        if noted <= MAX_REFUSALS_NOTED {
+            note(line);
+        } else if noted == MAX_REFUSALS_NOTED + 1 {
+            note(format!(
+                "toolcage: more than {MAX_REFUSALS_NOTED} network refusals in this call; the rest are not noted"
+            ));
+        }
+    })
 }
 
 /// Headers that ask a server to act on another path or method than the

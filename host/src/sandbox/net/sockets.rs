@@ -35,6 +35,7 @@ use super::policy::NetPolicy;
 
 /// Which names this call looked up, by the addresses they answered: a
 /// connect to one of those addresses is judged by the name's grants.
+/// Made only for a component with grants (nothing else can look up).
 type Resolved = Arc<Mutex<HashMap<IpAddr, Vec<String>>>>;
 
 /// A call's sockets policy: the component's grants, its budgets, and the
@@ -45,7 +46,8 @@ pub(crate) struct Sockets {
     budget: Budget,
     meter: Arc<Meter>,
     notes: Notes,
-    resolved: Resolved,
+    /// `Some` when there is a policy.
+    resolved: Option<Resolved>,
 }
 
 impl Sockets {
@@ -56,11 +58,11 @@ impl Sockets {
         notes: Notes,
     ) -> Self {
         Sockets {
+            resolved: policy.as_ref().map(|_| Resolved::default()),
             policy,
             budget,
             meter,
             notes,
-            resolved: Arc::default(),
         }
     }
 
@@ -163,7 +165,8 @@ impl Sockets {
         if by_literal {
             return Ok(());
         }
-        let names = self.resolved.lock().unwrap().get(&ip).cloned();
+        let resolved = self.resolved.as_ref();
+        let names = resolved.and_then(|r| r.lock().unwrap().get(&ip).cloned());
         for name in names.unwrap_or_default() {
             let by_name = Destination {
                 host: DestinationHost::Name(name),
@@ -237,7 +240,7 @@ impl Sockets {
             )));
         }
         let (resolved, meter, notes) = (
-            self.resolved.clone(),
+            self.resolved.clone().unwrap_or_default(),
             self.meter.clone(),
             self.notes.clone(),
         );
