@@ -33,7 +33,7 @@ use super::settings::{ComponentSettings, SettingsCtx};
 use super::slots::{OwnedSlot, Slot, Slots, Stalled};
 use super::state::{
     CallState, CappedPipe, Gauges, GrowthRefusals, MAX_COMPONENT_HANDLES, MAX_WASI_RESOURCES,
-    MemoryLimiter,
+    MemoryLimiter, Outputs,
 };
 use super::text::{human_bytes, human_duration};
 use super::tools::{ToolCalls, ToolsCtx};
@@ -615,16 +615,16 @@ fn new_store(
         capture.redactor.clone(),
     );
     let sockets = egress.sockets();
-    let mut wasi = WasiCtx::builder();
-    wasi.stdout(capture.stdout.clone())
-        .stderr(capture.stderr.clone());
-    sockets.configure(&mut wasi);
-    let mut wasi = wasi.build();
+    let mut wasi = sockets.wasi_ctx();
     if let Some(fs) = fs {
         *wasi.filesystem() = fs;
     }
     let state = CallState {
         wasi,
+        outputs: Outputs {
+            stdout: capture.stdout.clone(),
+            stderr: capture.stderr.clone(),
+        },
         http: WasiHttpCtx::new(),
         egress,
         sockets,

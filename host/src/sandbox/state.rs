@@ -23,8 +23,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use wasmtime::ResourceLimiter;
-use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::component::{HasData, HasSelf, Linker, Resource, ResourceTable};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::DynOutputStream;
+use wasmtime_wasi::p2::bindings::cli::{stderr, stdout};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
@@ -54,6 +56,8 @@ pub(crate) const MAX_COMPONENT_HANDLES: usize = 10_000;
 /// The data of a call's Store: each capability's context, side by side.
 pub(crate) struct CallState {
     pub(super) wasi: WasiCtx,
+    /// The guest's stdout and stderr (see [`Outputs`]).
+    pub(super) outputs: Outputs,
     pub(super) http: WasiHttpCtx,
     pub(super) egress: Egress,
     pub(super) sockets: Sockets,
@@ -70,6 +74,11 @@ pub(crate) struct CallState {
 /// `wasi:config/store`.
 pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    // toolcage's own stdout and stderr, in place of wasmtime-wasi's.
+    linker.allow_shadowing(true);
+    stdout::add_to_linker::<_, Outputs>(linker, CallState::outputs)?;
+    stderr::add_to_linker::<_, Outputs>(linker, CallState::outputs)?;
+    linker.allow_shadowing(false);
     sockets::add_to_linker(linker, CallState::lookups)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
     toolcage::tool::host::add_to_linker::<_, HasSelf<GuestEvents>>(linker, |state| {
@@ -98,6 +107,46 @@ impl CallState {
     /// Whether, and how recently, the memory limiter refused a growth.
     pub(super) fn growth_refusals(&self) -> GrowthRefusals {
         self.limiter.refusals
+    }
+}
+
+impl CallState {
+    fn outputs(&mut self) -> OutputsView<'_> {
+        OutputsView {
+            outputs: &self.outputs,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// A call's `wasi:cli/stdout` and `stderr`: its capped pipes. They are
+/// served here rather than from the WASI context, so that the context can
+/// be made without its builder, which seeds the context's random
+/// generators twice (see `net::sockets`), on every call.
+pub(crate) struct Outputs {
+    pub stdout: CappedPipe,
+    pub stderr: CappedPipe,
+}
+
+impl HasData for Outputs {
+    type Data<'a> = OutputsView<'a>;
+}
+
+/// The outputs and the table their streams go in.
+pub(crate) struct OutputsView<'a> {
+    outputs: &'a Outputs,
+    table: &'a mut ResourceTable,
+}
+
+impl stdout::Host for OutputsView<'_> {
+    fn get_stdout(&mut self) -> wasmtime::Result<Resource<DynOutputStream>> {
+        Ok(self.table.push(self.outputs.stdout.p2_stream())?)
+    }
+}
+
+impl stderr::Host for OutputsView<'_> {
+    fn get_stderr(&mut self) -> wasmtime::Result<Resource<DynOutputStream>> {
+        Ok(self.table.push(self.outputs.stderr.p2_stream())?)
     }
 }
 

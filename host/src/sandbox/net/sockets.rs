@@ -20,13 +20,13 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
-use wasmtime_wasi::WasiCtxBuilder;
 use wasmtime_wasi::p2::bindings::sockets::ip_name_lookup::{
     self, Host, HostResolveAddressStream, ResolveAddressStream,
 };
 use wasmtime_wasi::p2::bindings::sockets::network::{self, ErrorCode, IpAddress, Network};
 use wasmtime_wasi::p2::{DynPollable, Pollable, SocketError};
 use wasmtime_wasi::sockets::SocketAddrUse;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
 use super::address;
 use super::grant::{Destination, Host as DestinationHost, Scheme};
@@ -68,7 +68,30 @@ impl Sockets {
 
     /// Turns on TCP, UDP and name lookup in `wasi` as far as the grants
     /// need, each use checked by [`Sockets::allows`].
-    pub(crate) fn configure(&self, wasi: &mut WasiCtxBuilder) {
+    /// A call's WASI context: no environment, arguments, stdin or files (a
+    /// call's mounts and stdout are set apart), and the sockets its grants
+    /// allow. A component without socket grants (most) gets the context's
+    /// defaults, which allow no socket, without its builder: the builder
+    /// seeds the context's random generators twice, on every call.
+    pub(crate) fn wasi_ctx(&self) -> WasiCtx {
+        if !self.any_socket_grant() {
+            return WasiCtx::default();
+        }
+        let mut wasi = WasiCtx::builder();
+        self.configure(&mut wasi);
+        wasi.build()
+    }
+
+    fn any_socket_grant(&self) -> bool {
+        self.policy.as_ref().is_some_and(|policy| {
+            policy
+                .grants
+                .iter()
+                .any(|g| g.for_scheme(Scheme::Tcp) || g.for_scheme(Scheme::Udp))
+        })
+    }
+
+    fn configure(&self, wasi: &mut WasiCtxBuilder) {
         let grants = self
             .policy
             .as_ref()
