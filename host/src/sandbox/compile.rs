@@ -102,7 +102,8 @@ pub(crate) fn compile(
 /// The interfaces a component may import: WASI 0.2's, as
 /// `wasmtime_wasi::p2::add_to_linker_async` provides them (the sockets
 /// checked against the grants, `ip-name-lookup` replaced by toolcage's:
-/// `net::sockets`), outgoing `wasi:http` (every request goes through
+/// `net::sockets`, stdout and stderr by the call's capped pipes: `state`),
+/// outgoing `wasi:http` (every request goes through
 /// `net::Egress`), read-only `wasi:config/store` (the component's settings)
 /// and toolcage's host interface.
 const PROVIDED: &[&str] = &[

@@ -40,9 +40,8 @@ impl ComponentSettings {
     }
 }
 
-/// `wasi:config/store`: the component's settings, read-only. A call's
-/// store holds them shared, as every call of the component reads the same.
-/// What one call's `wasi:config/store` serves: its component's settings.
+/// What one call's `wasi:config/store` serves: its component's settings,
+/// read-only, shared by every call of the component.
 /// A component without settings (the default) shares nothing with its
 /// calls, so that concurrent calls do not count references on one shared
 /// cache line.

@@ -15,7 +15,8 @@
 //! Each capability keeps its own context and links itself (as
 //! wasmtime-wasi's do): the guest's events in `outcome`, the settings in
 //! `settings`, name lookups in `net::sockets`, requests in `net`. This
-//! module only composes them ([`add_to_linker`]).
+//! module composes them ([`add_to_linker`]), and serves stdout and stderr
+//! from the call's pipes ([`Outputs`]).
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

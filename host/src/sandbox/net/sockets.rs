@@ -20,13 +20,13 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
+use wasmtime_wasi::WasiCtx;
 use wasmtime_wasi::p2::bindings::sockets::ip_name_lookup::{
     self, Host, HostResolveAddressStream, ResolveAddressStream,
 };
 use wasmtime_wasi::p2::bindings::sockets::network::{self, ErrorCode, IpAddress, Network};
 use wasmtime_wasi::p2::{DynPollable, Pollable, SocketError};
 use wasmtime_wasi::sockets::SocketAddrUse;
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
 use super::address;
 use super::grant::{Destination, Host as DestinationHost, Scheme};
@@ -66,32 +66,12 @@ impl Sockets {
         }
     }
 
-    /// Turns on TCP, UDP and name lookup in `wasi` as far as the grants
-    /// need, each use checked by [`Sockets::allows`].
     /// A call's WASI context: no environment, arguments, stdin or files (a
     /// call's mounts and stdout are set apart), and the sockets its grants
     /// allow. A component without socket grants (most) gets the context's
     /// defaults, which allow no socket, without its builder: the builder
     /// seeds the context's random generators twice, on every call.
     pub(crate) fn wasi_ctx(&self) -> WasiCtx {
-        if !self.any_socket_grant() {
-            return WasiCtx::default();
-        }
-        let mut wasi = WasiCtx::builder();
-        self.configure(&mut wasi);
-        wasi.build()
-    }
-
-    fn any_socket_grant(&self) -> bool {
-        self.policy.as_ref().is_some_and(|policy| {
-            policy
-                .grants
-                .iter()
-                .any(|g| g.for_scheme(Scheme::Tcp) || g.for_scheme(Scheme::Udp))
-        })
-    }
-
-    fn configure(&self, wasi: &mut WasiCtxBuilder) {
         let grants = self
             .policy
             .as_ref()
@@ -99,18 +79,22 @@ impl Sockets {
             .unwrap_or_default();
         let tcp = grants.iter().any(|g| g.for_scheme(Scheme::Tcp));
         let udp = grants.iter().any(|g| g.for_scheme(Scheme::Udp));
+        if !tcp && !udp {
+            return WasiCtx::default();
+        }
+        // TCP and UDP as far as the grants need, each use checked by
+        // `allows`. Lookups go through toolcage's own `ip-name-lookup`
+        // (below); wasmtime-wasi's is never reached.
+        let mut wasi = WasiCtx::builder();
+        let sockets = self.clone();
         wasi.allow_tcp(tcp)
             .allow_udp(udp)
-            // Lookups go through toolcage's own `ip-name-lookup` (below);
-            // wasmtime-wasi's is never reached.
-            .allow_ip_name_lookup(false);
-        if tcp || udp {
-            let sockets = self.clone();
-            wasi.socket_addr_check(move |addr, using| {
+            .allow_ip_name_lookup(false)
+            .socket_addr_check(move |addr, using| {
                 let allowed = sockets.allows(addr, using);
                 Box::pin(std::future::ready(allowed))
             });
-        }
+        wasi.build()
     }
 
     /// Whether the tool may use `addr` so; a refusal is counted and noted
@@ -262,11 +246,11 @@ impl Sockets {
                 self.budget.requests
             )));
         }
-        let (resolved, meter, notes) = (
-            self.resolved.clone().unwrap_or_default(),
-            self.meter.clone(),
-            self.notes.clone(),
-        );
+        let Some(resolved) = self.resolved.clone() else {
+            // Made with the policy: cannot happen, and refused if it did.
+            return Err(refused("the operator granted this tool no network access"));
+        };
+        let (meter, notes) = (self.meter.clone(), self.notes.clone());
         if host == "localhost" || host.ends_with(".localhost") {
             let exact = named
                 .iter()
