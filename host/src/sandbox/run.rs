@@ -318,45 +318,39 @@ async fn admit<'s>(
     }
     // Boxed: the wait's future is large, and most calls never wait, so
     // every call's future would otherwise hold (and move) it.
-    Box::pin(wait_for_slot(sandbox, deadline, cancel, loading, ends)).await
-}
-
-/// Waits for a slot until `deadline` (see `admit`).
-async fn wait_for_slot<'s>(
-    sandbox: &'s Sandbox,
-    deadline: Instant,
-    cancel: Option<&CancelToken>,
-    loading: bool,
-    ends: Ends,
-) -> Result<(Slot<'s>, bool), Abort> {
     let slots = &sandbox.slots;
-    let waited = async {
-        match ends.nested {
-            true => slots.wait_nested(deadline).await,
-            false => Ok(slots.wait(deadline, loading).await),
+    let waited = Box::pin(async move {
+        let wait = async {
+            match ends.nested {
+                true => slots.wait_nested(deadline).await,
+                false => Ok(slots.wait(deadline, loading).await),
+            }
+        };
+        tokio::select! {
+            biased;
+            () = cancelled(cancel) => None,
+            slot = wait => Some(slot),
         }
-    };
-    tokio::select! {
-        biased;
-        () = cancelled(cancel) => Err(cancelled_abort()),
-        slot = waited => match slot {
-            Ok(Some(slot)) => Ok((slot, true)),
-            Ok(None) => Err(Abort {
-                kind: ErrorKind::Timeout,
-                message: format!(
-                    "The host was busy: all {} sandbox slots stayed in use for the whole of {}, so the tool never started. Try again later.",
-                    slots.max_calls(),
-                    ends.describe(),
-                ),
-            }),
-            Err(Stalled) => Err(Abort {
-                kind: ErrorKind::Timeout,
-                message: format!(
-                    "The host could not start this nested call: all {} sandbox slots are held by calls waiting on the tools they called, so none can free until a nested call runs. Make fewer nested calls at once, or ask the operator for a higher `max_concurrent_calls`.",
-                    slots.max_calls(),
-                ),
-            }),
-        },
+    })
+    .await;
+    match waited {
+        None => Err(cancelled_abort()),
+        Some(Ok(Some(slot))) => Ok((slot, true)),
+        Some(Ok(None)) => Err(Abort {
+            kind: ErrorKind::Timeout,
+            message: format!(
+                "The host was busy: all {} sandbox slots stayed in use for the whole of {}, so the tool never started. Try again later.",
+                slots.max_calls(),
+                ends.describe(),
+            ),
+        }),
+        Some(Err(Stalled)) => Err(Abort {
+            kind: ErrorKind::Timeout,
+            message: format!(
+                "The host could not start this nested call: all {} sandbox slots are held by calls waiting on the tools they called, so none can free until a nested call runs. Make fewer nested calls at once, or ask the operator for a higher `max_concurrent_calls`.",
+                slots.max_calls(),
+            ),
+        }),
     }
 }
 

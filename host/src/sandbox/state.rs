@@ -109,9 +109,7 @@ impl CallState {
     pub(super) fn growth_refusals(&self) -> GrowthRefusals {
         self.limiter.refusals
     }
-}
 
-impl CallState {
     fn outputs(&mut self) -> OutputsView<'_> {
         OutputsView {
             outputs: &self.outputs,
