@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use toolcage_stubs::{Detail, ToolSpec, one_line, python_module, search, summary};
+use toolcage_code_mode::{Detail, ToolSpec, one_line, python_module, search, summary};
 
 /// The most bytes of stubs per byte of schema, allowing for the fixed text
 /// of a stub: far above what any schema renders to, far below a blow-up.
@@ -22,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
     let specs = [
         ToolSpec {
             name: "probe",
+            identifier: Some("probe"),
             description: &description,
             input_schema: &schema,
             output_schema: Some(&schema),
@@ -29,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
         },
         ToolSpec {
             name: "class",
+            identifier: None,
             description: "Not a Python identifier.",
             input_schema: &schema,
             output_schema: None,

@@ -19,30 +19,25 @@
 
 use std::borrow::Cow;
 
-pub use toolcage_stubs::Detail;
-use toolcage_stubs::ToolSpec;
+pub use toolcage_code_mode::Detail;
+use toolcage_code_mode::ToolSpec;
 
-use crate::call::{Permission, Permissions};
-use crate::catalog::code::COMPONENT;
-pub use crate::catalog::code::{CodeMode, DEFAULT_PRINT_KIB, RUN_CODE};
-use crate::catalog::pattern::glob_match;
-use crate::{Registry, ToolInfo};
+use crate::catalog::grants;
+pub use crate::catalog::interpreter::{CodeMode, DEFAULT_PRINT_KIB, RUN_CODE, is_code_mode_tool};
+use crate::catalog::permissions::Permissions;
+use crate::catalog::registry::Registry;
+use crate::catalog::table::ToolInfo;
 
 /// The most tools whose full stubs `run_code`'s description shows.
 pub const MAX_LISTED_STUBS: usize = 30;
 /// The most bytes of stubs `run_code`'s description shows.
 pub const MAX_STUB_BYTES: usize = 16 << 10;
 
-/// Whether `info` is code mode's own tool (`run_code`, `search_tools` or
-/// `describe_tool`): a bundled tool of the `code` component.
-pub fn is_code_mode_tool(info: &ToolInfo) -> bool {
-    info.component == COMPONENT && info.source == crate::Source::Bundled
-}
-
 /// The tools a `run_code` script may call under `permissions`, in load
 /// order: those code mode's patterns (and any `calls` grant of the `code`
 /// component) match, that the rules do not deny, other than code mode's
-/// own. Empty when code mode is off.
+/// own: the one rule that nested calls are checked by.
+/// Empty when code mode is off.
 pub fn callable<'r>(registry: &'r Registry, permissions: &Permissions) -> Vec<&'r ToolInfo> {
     let Some(run_code) = registry
         .tool(RUN_CODE)
@@ -53,19 +48,15 @@ pub fn callable<'r>(registry: &'r Registry, permissions: &Permissions) -> Vec<&'
     let patterns = registry.calls_of(&run_code.descriptor.name);
     registry
         .tools()
-        .filter(|info| !is_code_mode_tool(info))
-        .filter(|info| {
-            let name = info.descriptor.name.as_str();
-            patterns.iter().any(|pattern| glob_match(pattern, name))
-                && permissions.permission_for(name) != Permission::Deny
-        })
+        .filter(|info| grants::callable(run_code, &patterns, Some(permissions), info))
         .collect()
 }
 
-fn spec(info: &ToolInfo) -> ToolSpec<'_> {
+fn spec<'a>(registry: &'a Registry, info: &'a ToolInfo) -> ToolSpec<'a> {
     let descriptor = &info.descriptor;
     ToolSpec {
         name: &descriptor.name,
+        identifier: registry.table().identifier(&descriptor.name),
         description: &descriptor.description,
         input_schema: &descriptor.input_schema,
         output_schema: descriptor.output_schema.as_ref(),
@@ -80,9 +71,9 @@ fn spec(info: &ToolInfo) -> ToolSpec<'_> {
 pub fn python_stubs(registry: &Registry, permissions: &Permissions, detail: Detail) -> String {
     let specs: Vec<ToolSpec> = callable(registry, permissions)
         .into_iter()
-        .map(spec)
+        .map(|info| spec(registry, info))
         .collect();
-    toolcage_stubs::python_module(&specs, detail)
+    toolcage_code_mode::python_module(&specs, detail)
 }
 
 /// `run_code`'s description for the model: how a script is written, then
@@ -98,12 +89,12 @@ pub fn run_code_description(registry: &Registry, permissions: &Permissions) -> S
     if tools.is_empty() {
         return format!("{base}\n\nNo tool is callable from a script now.");
     }
-    let specs: Vec<ToolSpec> = tools.into_iter().map(spec).collect();
-    let stubs = toolcage_stubs::python_module(&specs, Detail::Brief);
+    let specs: Vec<ToolSpec> = tools.into_iter().map(|info| spec(registry, info)).collect();
+    let stubs = toolcage_code_mode::python_module(&specs, Detail::Brief);
     if specs.len() <= MAX_LISTED_STUBS && stubs.len() <= MAX_STUB_BYTES {
         return format!("{base}\n\nThe tools a script can call:\n```python\n{stubs}```");
     }
-    let lines: Vec<String> = specs.iter().map(toolcage_stubs::one_line).collect();
+    let lines: Vec<String> = specs.iter().map(toolcage_code_mode::one_line).collect();
     format!(
         "{base}\n\nThe {} tools a script can call, one line each (`await describe_tool(name)` shows one's signature, `await search_tools(query)` finds them):\n{}",
         specs.len(),

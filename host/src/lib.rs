@@ -57,7 +57,6 @@ mod call;
 mod catalog;
 pub mod code_mode;
 mod config;
-mod error;
 #[cfg(any(feature = "mcp", feature = "otel"))]
 pub mod integration;
 #[cfg(feature = "mcp")]
@@ -68,21 +67,23 @@ pub mod telemetry;
 pub mod upstream;
 
 pub use call::{
-    Arguments, CallOptions, CallPolicy, CallReport, CallResult, Elicitation, ElicitationRequest,
-    MAX_ARGUMENT_BYTES, MAX_LISTED_NESTED, Metrics, NestedCall, NestedEvent, NestedUsage,
+    Arguments, CallOptions, CallPolicy, CallReport, CallResult, MAX_ARGUMENT_BYTES,
+    MAX_LISTED_NESTED, Metrics, NestedCall, NestedEvent, NestedUsage,
 };
 pub use catalog::component::{Descriptor, Hints, Source};
+pub use catalog::elicit::{Elicitation, ElicitationRequest};
+pub use catalog::error::{Cause, Error, LoadError};
 pub use catalog::live::{ChangeKind, LiveRegistry, ReloadReport, ToolChange};
 pub use catalog::oci;
 pub use catalog::registry::{
-    FileReport, MAX_TOOLS_PER_COMPONENT, Registry, RegistryBuilder, Shadowed, ToolInfo, ToolsSource,
+    FileReport, MAX_TOOLS_PER_COMPONENT, Registry, RegistryBuilder, Shadowed, ToolsSource,
 };
+pub use catalog::table::ToolInfo;
 pub use catalog::watch::{WatchOptions, Watcher};
 pub use config::{
     CONFIG_FILE_NAME, ComponentConfig, Config, ConfigError, ConfigKey, NetworkConfig, OciConfig,
     SecretSource, TrustConfig, TrustKeyConfig,
 };
-pub use error::{Error, LoadError};
 pub use sandbox::cache::{DEFAULT_DISK_CACHE_BYTES, OwnedDirError};
 pub use sandbox::content::MAX_COMPONENT_BYTES;
 pub use sandbox::engine::{

@@ -259,6 +259,45 @@ async fn a_denied_tool_is_neither_listed_nor_callable() {
 }
 
 #[tokio::test]
+async fn two_tools_one_python_spelling_each_answer_to_their_own_identifier() {
+    // `a-b` and `a_b`: the stubs, describe_tool and the calls agree that
+    // `a_b` is `a_b` and `a-b` is `a_b_2`; with `a_b` denied, calling
+    // `a_b` is a NameError, never `a-b`.
+    let dir = tree(1);
+    let named = builder().component_setting("fixture_many_tools", "names", "a-b,a_b");
+    let mut registry = code_registry(named, dir.path()).await;
+    assert_loaded(&registry.load_file(guests::FIXTURE_MANY_TOOLS).await);
+    let everyone = Permissions::allow_all();
+    let stubs = code_mode::python_stubs(&registry, &everyone, code_mode::Detail::Brief);
+    assert!(
+        stubs.contains("async def a_b(") && stubs.contains("# the tool \"a-b\"\nasync def a_b_2("),
+        "{stubs}"
+    );
+    let code = "[await a_b(), await a_b_2(), await describe_tool(\"a-b\")]";
+    let value = ok(&script(&registry, code).await).clone();
+    assert_eq!(
+        (&value[0], &value[1]),
+        (&json!("a_b"), &json!("a-b")),
+        "{value}"
+    );
+    assert!(value[2].as_str().unwrap().contains("def a_b_2("), "{value}");
+
+    let rules = Permissions::allow_all()
+        .rule("a_b", Permission::Deny)
+        .unwrap();
+    let options = CallOptions::new().policy(CallPolicy::new(rules.clone()));
+    let result = script_with(&registry, "await a_b()", options).await;
+    let error = failed(&result, "runtime_error");
+    assert_eq!(error["type"], "NameError", "{}", result.output);
+    assert!(result.nested.is_empty(), "nothing ran: {:?}", result.nested);
+    let stubs = code_mode::python_stubs(&registry, &rules, code_mode::Detail::Brief);
+    assert!(
+        stubs.contains("async def a_b_2(") && !stubs.contains("async def a_b("),
+        "{stubs}"
+    );
+}
+
+#[tokio::test]
 async fn code_mode_narrowed_or_off() {
     let dir = tree(1);
     let narrow = builder().code_mode(CodeMode::default().tools(["calc", "ec*"]));
@@ -550,6 +589,16 @@ async fn budgets_obeyed_and_breached() {
     assert_eq!(ok(&result), 1);
     let result = script(&registry, "print(\"x\" * 2000)\n1").await;
     failed(&result, "print_limit");
+    // One print far past a larger cap is the print cap's breach too, not
+    // the interpreter's memory.
+    let sixteen = builder()
+        .limits(quick_limits())
+        .code_mode(CodeMode::default().print_kib(16));
+    let registry_16 = code_registry(sixteen, dir.path()).await;
+    let result = script(&registry_16, "print(\"z\" * 10 ** 7)\n1").await;
+    failed(&result, "print_limit");
+    let result = script(&registry_16, "print(\"z\" * 16000)\n1").await;
+    assert_eq!(ok(&result), 1);
     // Nested calls per script: the `code` component's own limit.
     let three = builder().limits(quick_limits()).component_limits(
         "code",
@@ -648,4 +697,36 @@ async fn a_component_named_code_from_a_directory_gets_none_of_code_modes_grant()
     assert!(!result.is_error, "{}", result.output);
     let seen = &result.details.as_ref().unwrap()["results"][0];
     assert_eq!(seen["error_kind"], "permission_denied", "{seen}");
+}
+
+/// A result nested deeper than the host reads is the script's own error,
+/// `result_too_deep`, with its log of calls kept (issue 52, item 4); one
+/// level less comes back whole.
+#[tokio::test]
+async fn a_result_too_deep_keeps_the_log() {
+    let dir = tree(1);
+    let registry = code_registry(builder().limits(quick_limits()), dir.path()).await;
+    let nest = |levels: usize| {
+        format!(
+            "await calc(expression=\"1 + 1\")\nx = 1\nfor i in range({levels}):\n    x = [x]\nx"
+        )
+    };
+    let result = script(&registry, &nest(131)).await;
+    let error = failed(&result, "result_too_deep");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("deeper than 100"),
+        "{error}"
+    );
+    let calls = details(&result)["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "the calc call is in the script's log");
+    assert_eq!(result.nested.len(), 1, "and in the host's record");
+    let result = script(&registry, &nest(99)).await;
+    let mut value = ok(&result);
+    for _ in 0..99 {
+        value = &value[0];
+    }
+    assert_eq!(value, 1);
 }

@@ -347,3 +347,55 @@ async fn oversized_regular_expressions_are_refused_with_an_error() {
         result.output
     );
 }
+
+/// write_file and edit_file write only regular files (issue 52, item 9): a
+/// FIFO and a Unix socket in a read-write mount are refused, saying what
+/// they are, and stay what they were; a regular file beside them is still
+/// written and edited.
+#[tokio::test]
+async fn writes_refuse_special_files_and_leave_them_untouched() {
+    use std::os::unix::fs::FileTypeExt;
+    let mounted = Mounted::new(quick_limits()).await;
+    let fifo = mounted.dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo");
+    let socket = mounted.dir.path().join("sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    for name in ["fifo", "sock"] {
+        let path = format!("/m/{name}");
+        let write = json!({ "path": path, "content": "x" });
+        let result = mounted
+            .fails("write_file", write, ErrorKind::ToolError)
+            .await;
+        assert!(
+            result.output.contains("not a regular file"),
+            "{}",
+            result.output
+        );
+        assert!(
+            result.output.contains("a special file"),
+            "{}",
+            result.output
+        );
+        let edit = json!({ "path": path, "old_text": "a", "new_text": "b" });
+        let result = mounted.fails("edit_file", edit, ErrorKind::ToolError).await;
+        assert!(
+            result.output.contains("not a regular file"),
+            "{}",
+            result.output
+        );
+    }
+    let kinds = |path: &Path| std::fs::symlink_metadata(path).unwrap().file_type();
+    assert!(kinds(&fifo).is_fifo(), "the FIFO is still a FIFO");
+    assert!(kinds(&socket).is_socket(), "the socket is still a socket");
+    mounted.plant(b"plain.txt", "a");
+    let write = json!({ "path": "/m/plain.txt", "content": "a b" });
+    mounted.ok("write_file", write).await;
+    let edit = json!({ "path": "/m/plain.txt", "old_text": "b", "new_text": "c" });
+    mounted.ok("edit_file", edit).await;
+    let written = std::fs::read_to_string(mounted.dir.path().join("plain.txt")).unwrap();
+    assert_eq!(written, "a c");
+}

@@ -22,6 +22,7 @@ mod reload;
 mod script_guests;
 mod secrets;
 mod settings;
+mod shape;
 mod stress;
 mod telemetry;
 mod toolset;

@@ -115,6 +115,36 @@ async fn without_a_grant_every_call_is_refused_naming_the_grant() {
     assert!(output.contains("calls to read_* only"), "{output}");
 }
 
+/// The tools an unknown name's answer lists are those the rules leave
+/// callable: a denied tool's name is not given away (issue 52, item 3).
+#[tokio::test]
+async fn an_unknown_names_answer_lists_only_what_the_rules_allow() {
+    let registry = composer(&["*"], quick_limits()).await;
+    let rules = Permissions::allow_all()
+        .rule("echo", Permission::Deny)
+        .unwrap();
+    let options = CallOptions::new().policy(CallPolicy::new(rules));
+    let result = registry
+        .call_with("compose", compose(&[("nope", json!({}))], false), options)
+        .await;
+    let output = seen(&result)[0]["output"].as_str().unwrap().to_string();
+    assert!(
+        output.starts_with("There is no tool named `nope`"),
+        "{output}"
+    );
+    assert!(
+        !output.contains("echo"),
+        "a denied tool is not listed: {output}"
+    );
+    assert!(output.contains("compose"), "{output}");
+    // Without rules, the same answer lists it.
+    let result = registry
+        .call("compose", compose(&[("nope", json!({}))], false))
+        .await;
+    let output = seen(&result)[0]["output"].as_str().unwrap().to_string();
+    assert!(output.contains("echo"), "{output}");
+}
+
 #[tokio::test]
 async fn the_operators_rules_refuse_a_nested_call_as_they_refuse_a_direct_one() {
     let registry = composer(&["*"], quick_limits()).await;
@@ -412,6 +442,7 @@ async fn a_result_lists_at_most_its_cap_of_nested_calls() {
         MAX_LISTED_NESTED + 1,
         "every call counted"
     );
+    assert_eq!(usage.unlisted, 1, "the record says it is not whole");
 }
 
 #[tokio::test]

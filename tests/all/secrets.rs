@@ -218,6 +218,63 @@ async fn a_secret_reflected_in_any_serializer_s_spelling_is_redacted() {
     assert_eq!(result.net.redactions, paths.len() as u64);
 }
 
+#[tokio::test]
+async fn a_secret_reflected_in_html_character_references_is_redacted() {
+    // An error page: `&quot;` for the token's quote (named), or every
+    // character but letters and digits as `&#x00NN;` (hex, leading zeros).
+    let (server, registry) = one_origin().await;
+    let paths = [
+        "/reflect?encode=html",
+        "/reflect?encode=html&chunk=3",
+        "/reflect?encode=html-numeric",
+        "/reflect?encode=html-numeric&chunk=5",
+    ];
+    let (result, text, bodies) = reflected(&server, &registry, &paths).await;
+    for (body, path) in &bodies {
+        assert!(!body.contains("T0ken-Value"), "{path}: {body}");
+        assert!(!body.contains("T0ken&#x002D;Value"), "{path}: {body}");
+    }
+    assert!(!text.contains("T0ken"), "{text}");
+    assert_eq!(result.net.redactions, paths.len() as u64);
+}
+
+#[tokio::test]
+async fn the_bundled_fetch_read_in_windows_never_hands_on_a_part_of_a_secret() {
+    // fetch decodes the page's references and hands it on in windows of
+    // 100 characters; the page was redacted before any window was cut, so
+    // no window holds a piece of the token, joined or reversed.
+    let server = Server::http("127.0.0.1").await;
+    let origin = format!("http://{}", server.authority());
+    let mut registry = builder()
+        .limits(quick_limits())
+        .secret(token())
+        .component_allow_net("fetch", grant(&origin))
+        .component_inject("fetch", bearer(&origin))
+        .build()
+        .unwrap();
+    for report in registry.load_bundled().await {
+        toolcage_tests::assert_loaded(&report);
+    }
+    for encoding in ["html", "html-numeric"] {
+        let url = format!("{origin}/reflect?encode={encoding}");
+        let (mut joined, mut offset) = (String::new(), Some(0));
+        while let Some(at) = offset {
+            let arguments = json!({ "url": url, "offset": at, "max_chars": 100 });
+            let result = registry.call("fetch", arguments).await;
+            assert!(!result.is_error, "{}", result.output);
+            let piece = result.output.split("\n\n[Cut at character").next();
+            joined.push_str(piece.unwrap());
+            offset = result.details.unwrap()["next_offset"].as_u64();
+        }
+        assert!(joined.contains(REDACTED), "{encoding}: {joined}");
+        assert!(joined.len() > 200, "read in several windows: {joined}");
+        let reversed: String = TOKEN.chars().rev().collect();
+        for piece in [&TOKEN[..8], &TOKEN[8..], &reversed[..8]] {
+            assert!(!joined.contains(piece), "{encoding}: {piece} in {joined}");
+        }
+    }
+}
+
 /// `text` with its `%XX` escapes decoded.
 fn percent_decoded(text: &str) -> String {
     let bytes = text.as_bytes();

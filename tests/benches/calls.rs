@@ -88,6 +88,10 @@ mod bare {
         fn callable(&mut self) -> Vec<self::toolcage::tool::tools::Entry> {
             Vec::new()
         }
+
+        fn callable_identified(&mut self) -> Vec<self::toolcage::tool::tools::Identified> {
+            Vec::new()
+        }
     }
 
     /// No settings, as toolcage's default.

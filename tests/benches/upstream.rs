@@ -22,7 +22,7 @@ use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use serde_json::json;
 use toolcage::Registry;
-use toolcage::upstream::McpServer;
+use toolcage::upstream::UpstreamServer;
 use toolcage_tests::bench::{Figures, measure};
 use toolcage_tests::guests;
 
@@ -90,7 +90,7 @@ type Call = Arc<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Syn
 /// second copy of it behind a bare rmcp client: a call of `tool` through
 /// each.
 async fn paths(program: &std::path::Path, args: &[String], tool: &'static str) -> Pair {
-    let server = McpServer::stdio("u", program.to_string_lossy())
+    let server = UpstreamServer::stdio("u", program.to_string_lossy())
         .unwrap()
         .args(args.iter().cloned());
     let mut registry = Registry::builder().build().expect("a registry");

@@ -9,12 +9,15 @@ bearer check in mod.rs):
   GET, DELETE), as for an unknown one; a DELETE of an unknown or ended
   session gets 404; each token holds at most --max-sessions-per-token;
 - a tools/call with bad params gets -32602 naming the problem; a malformed
-  chunked body gets 400;
+  chunked body gets 400; a request that is not Unicode text (a lone
+  surrogate, a byte that is not UTF-8) gets -32700 for its id;
 - the limits on what a client holds, each obeyed and breached: the head's
   size and time, idle connections (shorter before a token is shown), the
-  wait for a body after "100 Continue", the caps on connections; and a
-  flood of unfinished large heads without a token, which leaves the
-  server's memory bounded and an honest client answered throughout.
+  wait for a body after "100 Continue", the caps on connections (past the
+  cap on unproven ones, a new connection takes the slot of the oldest idle
+  one); a thousand idle and trickling sockets, and a flood of unfinished
+  large heads, without a token, which leave the server's memory bounded
+  and an honest client answered throughout.
 Every loop is bounded in count and time.
 """
 
@@ -291,6 +294,34 @@ def test_bad_call_params_are_invalid_params(stateless, params, named):
     assert named in error["message"], error
 
 
+@pytest.mark.parametrize("mode", ["stateless", "sessions"])
+@pytest.mark.parametrize(
+    "body, request_id",
+    [
+        # A lone surrogate: JSON's grammar, but no Unicode text.
+        (b'{"jsonrpc":"2.0","id":41,"method":"tools/call",'
+         b'"params":{"name":"echo","arguments":{"text":"\\ud800"}}}', 41),
+        # A byte that is not UTF-8, the id after it.
+        (b'{"jsonrpc":"2.0","method":"tools/call",'
+         b'"params":{"name":"echo","arguments":{"text":"a\xff"}},"id":"forty-two"}', "forty-two"),
+    ],
+)
+def test_a_request_that_is_not_unicode_gets_a_parse_error_for_its_id(request, mode, body, request_id):
+    served = request.getfixturevalue(mode)
+    address = served[1] if mode == "stateless" else served
+    headers = [("Host", own_host(address)), *bearer(TOKEN).items()]
+    status, _, answered = exchange(address, head_of("POST", "/mcp", headers, body))
+    error = answer(answered)
+    assert status == 400, (status, answered)
+    assert error["id"] == request_id, error
+    assert error["error"]["code"] == -32700, error
+    assert "not valid JSON text" in error["error"]["message"], error
+    # The server goes on: the next request is answered.
+    follow = CALL if mode == "stateless" else INITIALIZE
+    status, _, answered = exchange(address, call_request(address, call=follow))
+    assert status == 200 and "result" in answer(answered), (status, answered)
+
+
 def chunked_call(address, token=TOKEN, session=None):
     headers = [("Host", own_host(address)), *bearer(token).items()]
     headers.append(("Transfer-Encoding", "chunked"))
@@ -551,29 +582,76 @@ def close_all(sockets):
     time.sleep(0.2)
 
 
-def test_unproven_connections_beyond_their_cap_are_closed(limited):
-    """20 connections that showed no token at most: the 21st is closed at
-    once, a proven one is served throughout, and once they go new ones are
-    taken again."""
+def test_a_new_connection_beyond_the_unproven_cap_takes_the_oldest_idle_slot(limited):
+    """20 connections that showed no token at most: a 21st is served, and
+    the oldest idle one is closed for it; a proven one is served
+    throughout."""
     proven = socket.create_connection(limited, timeout=10)
     unproven = []
     try:
         proven.sendall(call_request(limited))
         assert read_response(proven)[0] == 200
         unproven = open_connections(limited, 20)
-        with socket.create_connection(limited, timeout=10) as beyond:
-            assert closed_within(beyond, 1) is not None, "a 21st unproven connection"
+        time.sleep(0.2)
+        # A partial head: unproven and not yet a request in progress.
+        unproven[1].sendall(b"POST /mcp HTTP/1.1\r\nHost: x")
+        with socket.create_connection(limited, timeout=10) as honest:
+            honest.sendall(call_request(limited))
+            status, _, body = read_response(honest)
+            assert status == 200 and echoed(body) == "still served"
+        assert closed_within(unproven[0], 1) is not None, "the oldest, idle"
+        # The cap full again: the next one closes the next oldest.
+        unproven.append(socket.create_connection(limited, timeout=10))
+        time.sleep(0.1)
+        with socket.create_connection(limited, timeout=10) as next_one:
+            next_one.sendall(call_request(limited))
+            assert read_response(next_one)[0] == 200
+        assert closed_within(unproven[1], 1) is not None, "the next oldest, mid-head"
         proven.sendall(call_request(limited))
         assert read_response(proven)[0] == 200
-        # One that shows its token leaves room for the next.
-        unproven[0].sendall(call_request(limited))
-        assert read_response(unproven[0])[0] == 200
-        with socket.create_connection(limited, timeout=10) as fits:
-            assert closed_within(fits, 0.3) is None
     finally:
         close_all([proven, *unproven])
     status, _, body = exchange(limited, call_request(limited))
     assert status == 200 and echoed(body) == "still served"
+
+
+def test_a_thousand_idle_and_trickling_sockets_leave_honest_clients_served(stateless):
+    """At the default caps (256 unproven of 1,024), 1,000 sockets without a
+    token, half silent and half stuck in a head, reopened as they are
+    closed: an honest client's request is answered within 1 s, five times
+    in a row, and the server's memory stays bounded."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2000 <= hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    process, address = stateless
+    held = []
+    try:
+        before = rss_kib(process.pid)
+        for i in range(1000):
+            sock = socket.create_connection(address, timeout=10)
+            if i % 2:
+                try:
+                    sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: " + own_host(address).encode())
+                except OSError:
+                    pass  # already closed to make room for a newer one
+            held.append(sock)
+        for _ in range(5):
+            # The flood reopens a hundred of its sockets, then the client
+            # comes.
+            for i in range(100):
+                held[i].close()
+                held[i] = socket.create_connection(address, timeout=10)
+            started = time.monotonic()
+            with socket.create_connection(address, timeout=10) as honest:
+                honest.sendall(call_request(address))
+                status, _, body = read_response(honest, deadline_s=5)
+            assert status == 200 and echoed(body) == "still served"
+            assert time.monotonic() - started < 1.0
+        grown = rss_kib(process.pid) - before
+        assert grown < 64 * 1024, f"RSS grew by {grown} KiB"
+    finally:
+        close_all(held)
 
 
 def test_connections_beyond_the_cap_are_closed(limited):

@@ -66,6 +66,34 @@ def test_stdio_sigterm_finishes_calls_in_flight(config_file):
     assert responses(stdout)[2]["result"]["content"][0]["text"] == "slow 2"
 
 
+def test_stdio_answers_a_request_that_is_not_unicode_and_goes_on(config_file):
+    # Bytes, as a client writes them: a lone surrogate, a byte that is not
+    # UTF-8, then a good call. Each request gets its answer.
+    server = subprocess.Popen(
+        [BIN, *server_args(config_file)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    lines = [
+        json.dumps(INITIALIZE).encode(),
+        json.dumps(INITIALIZED).encode(),
+        b'{"jsonrpc":"2.0","id":3,"method":"tools/call",'
+        b'"params":{"name":"echo","arguments":{"text":"\\ud800"}}}',
+        b'{"jsonrpc":"2.0","id":4,"method":"tools/call",'
+        b'"params":{"name":"echo","arguments":{"text":"a\xffb"}}}',
+        json.dumps(slow_call(5, ms=0)).encode(),
+    ]
+    stdout, _ = server.communicate(b"".join(line + b"\n" for line in lines), timeout=30)
+    assert server.returncode == 0
+    answered = responses(stdout.decode())
+    for request_id in (3, 4):
+        error = answered[request_id]["error"]
+        assert error["code"] == -32700, error
+        assert "not valid JSON text" in error["message"], error
+    assert answered[5]["result"]["content"][0]["text"] == "slow 5"
+
+
 def post(url, message, session=None):
     """POSTs one JSON-RPC message; returns (reply, session id)."""
     headers = {

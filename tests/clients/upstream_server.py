@@ -9,7 +9,8 @@ schema that is not JSON Schema. Others show what the server can reach
 the argument `silent` it never answers `initialize` at all; with `many N`
 (or after its tool `grow`) it lists N tools more; with `http PORT` it serves
 Streamable HTTP on 127.0.0.1:PORT (any Host header: the tests reach it by
-made-up names too).
+made-up names too), its answers as SSE streams, or with `http PORT json`
+as JSON bodies.
 """
 
 import asyncio
@@ -199,6 +200,7 @@ if __name__ == "__main__":
             host="127.0.0.1",
             port=int(sys.argv[2]),
             transport_security=open_hosts,
+            json_response=sys.argv[3:4] == ["json"],
         )
     else:
         server.run("stdio")

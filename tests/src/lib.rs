@@ -325,6 +325,23 @@ pub fn nginx() -> PathBuf {
     NGINX.clone()
 }
 
+/// bubblewrap (Debian's `bubblewrap`), which the upstream tests confine a
+/// server with: `$TOOLCAGE_BWRAP` when set, else
+/// `target/bubblewrap/usr/bin/bwrap`, fetched and unpacked there on first
+/// use as [`docker_registry`] is, never the system's own, so a machine
+/// without it runs the tests as one with it does.
+pub fn bubblewrap() -> PathBuf {
+    static BWRAP: LazyLock<PathBuf> = LazyLock::new(|| {
+        debian_binary(&DebianBinary {
+            package: "bubblewrap",
+            binary: "usr/bin/bwrap",
+            variable: "TOOLCAGE_BWRAP",
+            purpose: "the upstream confinement tests",
+        })
+    });
+    BWRAP.clone()
+}
+
 /// A program the client tests run from a Debian package, unpacked into
 /// `target/<package>`.
 struct DebianBinary {

@@ -447,6 +447,17 @@ fn query_value(query: &str, key: &str) -> Option<usize> {
         .and_then(|value| value.parse().ok())
 }
 
+/// `escaped` as the body of an HTML error page, padded so that a reader
+/// taking it in small windows sees the reflection split.
+fn html_page(escaped: &str) -> Vec<u8> {
+    format!(
+        "<!doctype html><html><head><title>401</title></head><body>\
+         <h1>Unauthorized</h1><p>{}</p><pre>{escaped}</pre></body></html>",
+        "The credentials below were refused. ".repeat(3)
+    )
+    .into_bytes()
+}
+
 /// The `/reflect` route.
 async fn reflect(request: Request<Incoming>, query: &str) -> Response<Body> {
     let flag = |key: &str| query.split('&').any(|pair| pair == key);
@@ -487,8 +498,31 @@ async fn reflect(request: Request<Incoming>, query: &str) -> Response<Body> {
             })
             .collect();
         text = format!("\"{escaped}\"").into_bytes();
+    } else if flag("encode=html") {
+        // An error page: the text HTML-escaped, as a template engine does.
+        let escaped = String::from_utf8_lossy(&text)
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+            .replace('\'', "&#39;");
+        text = html_page(&escaped);
+    } else if flag("encode=html-numeric") {
+        // Every character but letters and digits as a hex reference, with
+        // leading zeros, as some escapers write them.
+        let escaped: String = String::from_utf8_lossy(&text)
+            .chars()
+            .map(|c| match c {
+                c if c.is_ascii_alphanumeric() || c == '\n' => c.to_string(),
+                c => format!("&#x{:04X};", c as u32),
+            })
+            .collect();
+        text = html_page(&escaped);
     }
     let mut response = Response::builder();
+    if flag("encode=html") || flag("encode=html-numeric") {
+        response = response.header(hyper::header::CONTENT_TYPE, "text/html; charset=utf-8");
+    }
     if flag("coding=echo")
         && let Some(value) = head.headers.get(hyper::header::AUTHORIZATION)
     {

@@ -18,15 +18,13 @@ mod values;
 use monty_types::MontyObject;
 use script::{Ended, Report};
 use serde_json::{Value, json};
+use toolcage_code_mode::{DEFAULT_PRINT_KIB, DESCRIBE_TOOL, RUN_CODE, SEARCH_TOOLS};
 use toolcage_guest::{Descriptor, Outcome, Tool, config, parse_args};
 
 use catalog::Catalog;
 
 /// The longest script, in bytes.
 const MAX_CODE_BYTES: usize = 100_000;
-/// Printed text kept when the operator sets no `print_kib`.
-const DEFAULT_PRINT_KIB: usize = 64;
-
 /// How a script is written, for the model. The host appends the callable
 /// tools' stubs.
 pub const DESCRIPTION: &str = "Runs a Python script that calls tools as functions; only what it prints and its last expression's value come back. Use it to chain tool calls, or to filter, count or join their results, in one step.\n\
@@ -44,7 +42,7 @@ struct RunCode;
 
 impl Tool for RunCode {
     fn descriptor() -> Descriptor {
-        Descriptor::new("run_code", DESCRIPTION)
+        Descriptor::new(RUN_CODE, DESCRIPTION)
             .title("Run a Python script that calls tools")
             .input_schema(json!({
                 "type": "object",
@@ -91,7 +89,7 @@ impl Tool for RunCode {
 fn print_bytes() -> Result<usize, Outcome> {
     let setting = config::get("print_kib").map_err(|e| Outcome::text(e.to_string()))?;
     match setting {
-        None => Ok(DEFAULT_PRINT_KIB << 10),
+        None => Ok((DEFAULT_PRINT_KIB as usize) << 10),
         Some(text) => text
             .trim()
             .parse::<usize>()
@@ -115,7 +113,9 @@ fn outcome(report: Report, code: &str) -> Result<Outcome, Outcome> {
     }
     match ended {
         Ended::Value(value) => {
-            let result = values::to_json(&value);
+            let Ok(result) = values::to_json(&value) else {
+                return Err(too_deep(printed, log));
+            };
             let mut output = printed;
             if !matches!(value, MontyObject::None) {
                 output.push_str(&result.to_string());
@@ -149,6 +149,23 @@ fn outcome(report: Report, code: &str) -> Result<Outcome, Outcome> {
     }
 }
 
+/// A script whose result nests too deep for the host: a script error of
+/// its own, its printed text and its calls kept.
+fn too_deep(mut output: String, log: Vec<Value>) -> Outcome {
+    if !output.is_empty() && !output.ends_with('\n') {
+        output.push('\n');
+    }
+    let message = format!(
+        "the script's result nests deeper than {} levels of lists and dicts, more than the host takes: return something flatter, or its json.dumps() text",
+        values::MAX_DEPTH
+    );
+    output.push_str(&format!("ValueError: {message}"));
+    Outcome::text(output).with_details(json!({
+        "error": { "kind": "result_too_deep", "type": "ValueError", "message": message },
+        "calls": log,
+    }))
+}
+
 /// `search_tools`.
 struct SearchTools;
 
@@ -160,7 +177,7 @@ struct SearchArgs {
 impl Tool for SearchTools {
     fn descriptor() -> Descriptor {
         Descriptor::new(
-            "search_tools",
+            SEARCH_TOOLS,
             "Finds the tools a `run_code` script can call: those whose name or description holds every word of the query, best first, each with a one-line summary. Then `describe_tool` shows one's Python signature.",
         )
         .input_schema(json!({
@@ -201,7 +218,7 @@ struct DescribeArgs {
 impl Tool for DescribeTool {
     fn descriptor() -> Descriptor {
         Descriptor::new(
-            "describe_tool",
+            DESCRIBE_TOOL,
             "Shows how a `run_code` script calls one tool: its Python signature, with argument and result types and its documentation.",
         )
         .input_schema(json!({

@@ -20,6 +20,7 @@ use monty_types::{
     PrintWriter, ResourceLimits, ResourceTracker,
 };
 use serde_json::{Value, json};
+use toolcage_code_mode::{DESCRIBE_TOOL, RUN_CODE, SEARCH_TOOLS};
 use toolcage_guest::tools::{self, CallResult};
 
 use crate::catalog::Catalog;
@@ -196,7 +197,7 @@ impl State<'_> {
                 " A script has no files, imports or environment: it works through the tools it calls."
                     .to_string()
             }
-            "run_code" => " A script cannot run a script: write the code here.".to_string(),
+            RUN_CODE => " A script cannot run a script: write the code here.".to_string(),
             module if MODULES.contains(&module) => format!(" Import it first: `import {module}`."),
             _ => format!(" Callable tools: {}.", self.catalog.names().join(", ")),
         };
@@ -219,7 +220,7 @@ impl State<'_> {
             return Some(self.undefined(name));
         }
         let work = match name {
-            "search_tools" | "describe_tool" => Work::Done(self.helper(name, args, kwargs)),
+            SEARCH_TOOLS | DESCRIBE_TOOL => Work::Done(self.helper(name, args, kwargs)),
             _ => match arguments(name, args, kwargs) {
                 Ok(arguments) => Work::Tool {
                     name: self.catalog.get(name).map_or(name, |t| &t.name).to_string(),
@@ -246,13 +247,13 @@ impl State<'_> {
             ([], [(_, MontyObject::String(text))]) => text.clone(),
             _ => {
                 let usage = match name {
-                    "search_tools" => "search_tools(query: str)",
+                    SEARCH_TOOLS => "search_tools(query: str)",
                     _ => "describe_tool(name: str)",
                 };
                 return error(ExcType::TypeError, format!("usage: await {usage}"));
             }
         };
-        if name == "search_tools" {
+        if name == SEARCH_TOOLS {
             return ExtFunctionResult::Return(from_json(&self.catalog.search(&text)));
         }
         match self.catalog.describe(&text) {
@@ -385,7 +386,9 @@ impl State<'_> {
             return failure.kind;
         }
         match exception.exc_type() {
-            ExcType::MemoryError if printed.len() + 4096 >= print_bytes => "print_limit",
+            ExcType::MemoryError if is_print_breach(exception, printed, print_bytes) => {
+                "print_limit"
+            }
             ExcType::MemoryError => "memory",
             ExcType::RecursionError => "recursion_depth",
             ExcType::SyntaxError => "syntax_error",
@@ -393,6 +396,17 @@ impl State<'_> {
             _ => "runtime_error",
         }
     }
+}
+
+/// Whether a `MemoryError` is the print cap's: Monty's collecting writer
+/// raises it naming the cap (`… > {print_bytes} bytes`), whatever the size
+/// of the one print that breached it; the interpreter itself has no memory
+/// cap of its own (the sandbox's is a trap).
+fn is_print_breach(exception: &MontyException, printed: &str, print_bytes: usize) -> bool {
+    let names_the_cap = exception
+        .message()
+        .is_some_and(|message| message.ends_with(&format!("> {print_bytes} bytes")));
+    names_the_cap || printed.len() + 4096 >= print_bytes
 }
 
 /// What a successful call returns to the script, as its stub says: a tool
@@ -404,10 +418,10 @@ fn returned(schema: Option<&Value>, result: &CallResult) -> MontyObject {
         return MontyObject::String(result.output.clone());
     };
     match details {
-        Value::Object(map) if toolcage_stubs::adds_output(schema) => {
+        Value::Object(map) if toolcage_code_mode::adds_output(schema) => {
             let mut map = map.clone();
             map.insert(
-                toolcage_stubs::OUTPUT_KEY.to_string(),
+                toolcage_code_mode::OUTPUT_KEY.to_string(),
                 Value::String(result.output.clone()),
             );
             from_json(&Value::Object(map))
@@ -431,7 +445,7 @@ pub const MODULES: [&str; 10] = [
 ];
 
 /// The helpers every script has, beside its tools.
-const HELPERS: [&str; 2] = ["search_tools", "describe_tool"];
+const HELPERS: [&str; 2] = [SEARCH_TOOLS, DESCRIBE_TOOL];
 
 fn error(exc_type: ExcType, message: String) -> ExtFunctionResult {
     ExtFunctionResult::Error(MontyException::new(exc_type, Some(message)))

@@ -209,6 +209,13 @@ impl Tool for EditFile {
     fn call(args: Value) -> Result<Outcome, Outcome> {
         let args: Args = parse_args(args)?;
         let path = paths::resolve_file(&args.path).map_err(Outcome::text)?;
+        // Checked before it is opened: opening a FIFO would wait for a writer.
+        if let Ok(metadata) = std::fs::metadata(&path)
+            && !metadata.is_file()
+        {
+            let refusal = crate::write::not_regular(&path, Path::new(&path), &metadata);
+            return Err(Outcome::text(refusal));
+        }
         let mut bytes = Vec::new();
         text::load(Path::new(&path), &mut bytes)
             .map_err(|error| Outcome::text(error.message(&path)))?;

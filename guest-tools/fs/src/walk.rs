@@ -237,7 +237,7 @@ fn read_names(dir: &Path, problems: &mut Problems) -> Vec<(OsString, Kind)> {
 }
 
 #[cfg(target_arch = "wasm32")]
-mod wasi {
+pub(crate) mod wasi {
     use std::path::Path;
     use wasip2::filesystem::types::{Descriptor, DescriptorFlags, ErrorCode, OpenFlags, PathFlags};
 
@@ -248,6 +248,26 @@ mod wasi {
                 .into_iter()
                 .map(|(descriptor, name)| (crate::paths::normalize(&format!("/{name}")), descriptor))
                 .collect();
+    }
+
+    /// What the file at the absolute guest path `path` is, as the host
+    /// says (symlinks followed), through the innermost mount holding it.
+    pub(crate) fn descriptor_type(
+        path: &Path,
+    ) -> Option<wasip2::filesystem::types::DescriptorType> {
+        let path = path.to_str()?;
+        PREOPENS.with(|preopens| {
+            let (mount, descriptor) = preopens
+                .iter()
+                .filter(|(mount, _)| crate::paths::is_within(path, mount))
+                .max_by_key(|(mount, _)| mount.len())?;
+            let relative = path[mount.len()..].trim_start_matches('/');
+            let relative = if relative.is_empty() { "." } else { relative };
+            let stat = descriptor
+                .stat_at(PathFlags::SYMLINK_FOLLOW, relative)
+                .ok()?;
+            Some(stat.type_)
+        })
     }
 
     /// Opens the directory at the absolute guest path `dir` for reading,

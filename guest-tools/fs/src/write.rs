@@ -26,7 +26,11 @@ const MAX_SYMLINKS: usize = 40;
 /// When `path` is a symlink, the file it leads to is written, not the link.
 pub fn replace_file(path: &str, content: &[u8]) -> Result<(), String> {
     let target = follow_symlinks(path)?;
-    if fs::metadata(&target).is_ok_and(|m| m.is_file()) {
+    let existing = fs::metadata(&target).ok();
+    if let Some(metadata) = existing.as_ref().filter(|m| !m.is_file()) {
+        return Err(not_regular(path, &target, metadata));
+    }
+    if existing.is_some() {
         return fs::OpenOptions::new()
             .write(true)
             .truncate(true)
@@ -45,6 +49,44 @@ pub fn replace_file(path: &str, content: &[u8]) -> Result<(), String> {
         let _ = fs::remove_file(&temp);
         paths::io_error("write", path, &error)
     })
+}
+
+/// The refusal to write over `target` (where `path` leads), which exists
+/// but is not a regular file: a FIFO, a socket or a device would be
+/// replaced by a regular file (a service losing its socket), or answer
+/// success where writing fails; so it is left untouched.
+pub(crate) fn not_regular(path: &str, target: &Path, metadata: &fs::Metadata) -> String {
+    let kind = match metadata.is_dir() {
+        true => "a directory",
+        false => special_kind(target),
+    };
+    format!(
+        "`{}` is {kind}, not a regular file, so it was not written: write_file and edit_file write only regular files. Choose another path.",
+        names::escape(path)
+    )
+}
+
+/// What a file that is neither a regular file nor a directory is, as far
+/// as WASI tells (it names devices; a FIFO and a socket are both unknown).
+#[cfg(target_arch = "wasm32")]
+fn special_kind(target: &Path) -> &'static str {
+    use wasip2::filesystem::types::DescriptorType;
+    match crate::walk::wasi::descriptor_type(target) {
+        Some(DescriptorType::CharacterDevice) => "a character device",
+        Some(DescriptorType::BlockDevice) => "a block device",
+        _ => "a special file (a FIFO, a socket or a device)",
+    }
+}
+
+/// What a file that is neither a regular file nor a directory is.
+#[cfg(not(target_arch = "wasm32"))]
+fn special_kind(target: &Path) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    match fs::metadata(target).map(|m| m.file_type()) {
+        Ok(kind) if kind.is_char_device() => "a character device",
+        Ok(kind) if kind.is_block_device() => "a block device",
+        _ => "a special file (a FIFO, a socket or a device)",
+    }
 }
 
 /// The path of the file that `path` leads to through symlinks: `path` itself
@@ -279,11 +321,32 @@ mod tests {
     fn a_failed_replacement_leaves_everything_as_it_was() {
         let dir = TestDir::new();
         dir.write("d/inside", "x");
-        // A file cannot be renamed over a directory that holds something.
+        // A directory is refused before anything is written.
         let e = replace_file(&dir.path("d"), b"new").unwrap_err();
+        assert!(e.contains("is a directory"), "{e}");
+        assert_eq!(dir.read("d/inside"), "x");
+        // A name too long for the filesystem fails the rename itself.
+        let e = replace_file(&dir.path(&"n".repeat(300)), b"new").unwrap_err();
         assert!(e.starts_with("Could not write `"), "{e}");
         assert_eq!(entries(&dir), ["d"], "the temporary file is removed");
-        assert_eq!(dir.read("d/inside"), "x");
+    }
+
+    #[test]
+    fn refuses_special_files_and_leaves_them() {
+        let dir = TestDir::new();
+        let socket_path = dir.path("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket_path).unwrap();
+        let error = replace_file(&socket_path, b"x").unwrap_err();
+        assert!(error.contains("not a regular file"), "{error}");
+        use std::os::unix::fs::FileTypeExt;
+        assert!(
+            fs::symlink_metadata(&socket_path)
+                .unwrap()
+                .file_type()
+                .is_socket()
+        );
+        let error = replace_file("/dev/null", b"x").unwrap_err();
+        assert!(error.contains("a character device"), "{error}");
     }
 
     #[test]

@@ -88,6 +88,10 @@ pub fn call_all(calls: &[(&str, Value)]) -> Vec<CallResult> {
 pub struct Callable {
     /// The tool's name.
     pub name: String,
+    /// The Python identifier a script calls it by (code mode): one to one
+    /// over every tool of the registry, so that no name reaches a tool
+    /// other than its own; `None` when none fits (`3d`, `class`).
+    pub identifier: Option<String>,
     /// What it does and when to use it.
     pub description: String,
     /// JSON Schema of its arguments.
@@ -103,10 +107,11 @@ pub struct Callable {
 /// empty while the component describes itself.
 pub fn callable() -> Vec<Callable> {
     let schema = |text: String| serde_json::from_str(&text).unwrap_or(Value::Bool(true));
-    wit::callable()
+    wit::callable_identified()
         .into_iter()
-        .map(|entry| Callable {
+        .map(|wit::Identified { entry, identifier }| Callable {
             name: entry.name,
+            identifier,
             description: entry.description,
             input_schema: schema(entry.input_schema),
             output_schema: entry.output_schema.map(schema),

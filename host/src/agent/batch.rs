@@ -18,14 +18,15 @@ use tokio::task::JoinSet;
 use super::events::{AgentEvent, now_ms};
 use super::formats::{CallKind, Format, ParseError, ToolCall, parse_calls, render_results};
 use crate::call::{
-    Admitted, Approver, Call, CallPolicy, CallReport, Permissions, Request, ResultCache,
+    Authorized, Call, CallOptions, CallPolicy, CallReport, CallResult, NestedEvent, Request,
+    ResultCache,
 };
+use crate::catalog::live::LiveRegistry;
+use crate::catalog::permissions::{Approver, Permissions};
+use crate::catalog::registry::Registry;
+use crate::sandbox::outcome::{CancelToken, ErrorKind, GuestEvent};
 #[cfg(feature = "otel")]
 use crate::telemetry::{CallOrigin, Telemetry};
-use crate::{
-    CallOptions, CallResult, CancelToken, ErrorKind, GuestEvent, LiveRegistry, NestedEvent,
-    Registry,
-};
 
 /// What happens to the rest of a batch after a call is refused (by a `deny`
 /// rule, or by the approver).
@@ -39,12 +40,12 @@ pub enum OnDenial {
     SkipRest,
 }
 
-type EventSink = Arc<dyn Fn(AgentEvent) + Send + Sync>;
+type AgentSink = Arc<dyn Fn(AgentEvent) + Send + Sync>;
 
 /// The subscriber to a runner's events, and which it takes.
 #[derive(Clone)]
 struct Events {
-    sink: EventSink,
+    sink: AgentSink,
     /// The runner's own [`AgentEvent::ToolCall`] and
     /// [`AgentEvent::ToolResult`] too, not only what the guest reports.
     runner_events: bool,
@@ -343,10 +344,10 @@ impl Runner {
         let mut reports = Vec::with_capacity(calls.len());
         let mut refused: Option<Refused> = None;
         for planned in calls {
-            let report = match self.admit(planned, &mut refused).await {
+            let report = match self.authorize(planned, &mut refused).await {
                 Ok(ready) => {
                     let options = self.options(&ready.id, &ready.tool);
-                    ready.admitted.execute(options).await
+                    ready.authorized.execute(options).await
                 }
                 Err(report) => report,
             };
@@ -363,15 +364,15 @@ impl Runner {
         let mut refused: Option<Refused> = None;
         let mut tasks = JoinSet::new();
         let permits = Arc::new(Semaphore::new(self.concurrency));
-        // Calls are announced and admitted in order, approvals asked one at
-        // a time; each admitted call starts as soon as a slot is free,
-        // possibly while later calls are still being admitted.
+        // Calls are announced and authorized in order, approvals asked one at
+        // a time; each authorized call starts as soon as a slot is free,
+        // possibly while later calls are still being authorized.
         for (index, planned) in calls.into_iter().enumerate() {
             started.push((
                 planned.call.id().to_string(),
                 planned.call.name().to_string(),
             ));
-            match self.admit(planned, &mut refused).await {
+            match self.authorize(planned, &mut refused).await {
                 Err(report) => {
                     self.emit_result(&report);
                     lock(&slots)[index] = Some(report);
@@ -381,7 +382,7 @@ impl Runner {
                     tasks.spawn(async move {
                         let _permit = permits.acquire_owned().await;
                         let options = runner.options(&ready.id, &ready.tool);
-                        let report = ready.admitted.execute(options).await;
+                        let report = ready.authorized.execute(options).await;
                         runner.emit_result(&report);
                         lock(&slots)[index] = Some(report);
                     });
@@ -407,7 +408,7 @@ impl Runner {
 
     /// Announces a call, then takes it through the path's permission stage,
     /// after the batch's own checks: its kind, and an earlier refusal.
-    async fn admit<'r>(
+    async fn authorize<'r>(
         &self,
         planned: Planned<'r>,
         refused: &mut Option<Refused>,
@@ -433,8 +434,12 @@ impl Runner {
         }
         let id = call.id().to_string();
         let options = self.options(&id, &tool);
-        match call.admit(&options).await {
-            Ok(admitted) => Ok(Ready { admitted, id, tool }),
+        match call.authorize(&options).await {
+            Ok(authorized) => Ok(Ready {
+                authorized,
+                id,
+                tool,
+            }),
             Err(report) => {
                 if report.result.error_kind == Some(ErrorKind::PermissionDenied)
                     && self.on_denial == OnDenial::SkipRest
@@ -533,9 +538,9 @@ impl<'r> Planned<'r> {
     }
 }
 
-/// An admitted call, with its id and tool.
+/// An authorized call, with its id and tool.
 struct Ready<'r> {
-    admitted: Admitted<'r>,
+    authorized: Authorized<'r>,
     id: String,
     tool: String,
 }
@@ -628,7 +633,7 @@ mod tests {
     //! integration tests (`tests/all/`) run batches of real components.
 
     use super::*;
-    use crate::Arguments;
+    use crate::call::Arguments;
 
     fn runner() -> Runner {
         let registry = Registry::builder().build().expect("an empty registry");

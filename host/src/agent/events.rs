@@ -15,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::call::Metrics;
-use crate::{ErrorKind, LogLevel};
+use crate::sandbox::outcome::{ErrorKind, LogLevel};
 
 /// An event of a batch. Serialized as an object with a `type` of
 /// `tool_call`, `tool_progress`, `tool_log` or `tool_result`, then

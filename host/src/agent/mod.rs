@@ -39,11 +39,11 @@ mod batch;
 mod events;
 pub(crate) mod formats;
 
-pub use crate::call::permissions::{
+pub use crate::call::{CallReport, Metrics, ResultCache};
+pub use crate::catalog::permissions::{
     Approval, ApprovalRequest, Approver, Permission, Permissions, PermissionsError,
     UnknownPermission,
 };
-pub use crate::call::{CallReport, Metrics, ResultCache};
 pub use batch::{OnDenial, Runner};
 pub use events::AgentEvent;
 pub use formats::{

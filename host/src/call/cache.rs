@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 
-use crate::{CallResult, ToolInfo};
+use super::CallResult;
+use crate::catalog::table::ToolInfo;
 
 /// A cache key: BLAKE3 of tool name, component hash and canonical arguments.
 pub(crate) type Key = [u8; 32];
@@ -259,8 +260,8 @@ mod tests {
             fuel_used: 0,
             peak_memory_bytes: 0,
             slot_wait: std::time::Duration::ZERO,
-            net: crate::NetUsage::default(),
-            logs: crate::Logs::default(),
+            net: crate::sandbox::net::NetUsage::default(),
+            logs: crate::sandbox::outcome::Logs::default(),
             nested: Vec::new(),
             nested_usage: None,
         }

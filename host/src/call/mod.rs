@@ -32,6 +32,7 @@
 //! malformed is refused. Outcomes are checked against the tool's declared
 //! output schema, so programs reading `details` can trust its shape.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -40,30 +41,27 @@ use serde_json::Value;
 use tracing::Instrument;
 
 pub(crate) mod cache;
-mod elicit;
 mod nested;
 mod options;
 mod outcome;
-pub(crate) mod permissions;
 mod policy;
 mod trace;
 
 pub use cache::ResultCache;
-pub(crate) use elicit::Elicitor;
-pub use elicit::{Elicitation, ElicitationRequest};
 pub use nested::{MAX_LISTED_NESTED, NestedCall, NestedEvent, NestedUsage};
 #[cfg(feature = "mcp")]
 pub(crate) use nested::{Recorded, Replay};
 pub use options::CallOptions;
-pub use permissions::{Approval, ApprovalRequest, Approver, Permission, Permissions};
 pub use policy::CallPolicy;
 pub(crate) use trace::{CallSpan, Timings, Tracer};
 
-use crate::catalog::registry::{Entry, Registry, ToolTable};
+use crate::catalog::permissions::{Permission, Permissions};
+use crate::catalog::registry::Registry;
 use crate::catalog::schema;
-use crate::sandbox::outcome::{CancelToken, Logs};
+use crate::catalog::table::{Entry, ToolInfo, ToolTable};
+use crate::sandbox::net::NetUsage;
+use crate::sandbox::outcome::{CancelToken, ErrorKind, Logs};
 use crate::sandbox::{ToolCalls, human_bytes};
-use crate::{ErrorKind, NetUsage, ToolInfo};
 
 /// The largest arguments a call takes, as JSON text: 16 MiB. Larger ones
 /// are refused as [`ErrorKind::InvalidArguments`] before they are parsed,
@@ -270,17 +268,15 @@ enum Parsed {
 
 /// A call whose tool and permission rule are resolved: the first stages of
 /// the path. [`run`](Self::run) takes it through the rest; a batch that
-/// asks its approvals in order [`admit`](Self::admit)s its calls one by
+/// asks its approvals in order [`authorize`](Self::authorize)s its calls one by
 /// one, then runs them concurrently.
 pub(crate) struct Call<'r> {
-    table: std::borrow::Cow<'r, Arc<ToolTable>>,
-    entry: Option<std::borrow::Cow<'r, Arc<Entry>>>,
+    table: Cow<'r, Arc<ToolTable>>,
+    entry: Option<Cow<'r, Arc<Entry>>>,
     id: String,
     name: String,
     arguments: Parsed,
     permission: Permission,
-    /// The answer to a name the registry does not serve, listing those it does.
-    not_found: Option<String>,
     /// A refusal its frontend decided before the permission stage.
     refusal: Option<(ErrorKind, String)>,
     /// For a nested call, the tool that made it.
@@ -295,12 +291,33 @@ impl<'r> Call<'r> {
         request: Request,
         rules: Option<&Permissions>,
     ) -> Self {
-        let entry = table.get(&request.name);
-        let permission = match (rules, entry) {
+        let entry = table.get(&request.name).map(Cow::Borrowed);
+        Call::resolve(Cow::Borrowed(table), entry, request, rules)
+    }
+
+    /// The call, in `table`, of `entry`, the tool `request` names as its
+    /// caller already looked it up (`None`: no tool has the name), to run
+    /// on another task.
+    pub(crate) fn found(
+        table: &Arc<ToolTable>,
+        entry: Option<Arc<Entry>>,
+        request: Request,
+        rules: Option<&Permissions>,
+    ) -> Call<'static> {
+        let table = Cow::Owned(table.clone());
+        Call::resolve(table, entry.map(Cow::Owned), request, rules)
+    }
+
+    fn resolve(
+        table: Cow<'r, Arc<ToolTable>>,
+        entry: Option<Cow<'r, Arc<Entry>>>,
+        request: Request,
+        rules: Option<&Permissions>,
+    ) -> Self {
+        let permission = match (rules, &entry) {
             (Some(rules), Some(_)) => rules.permission_for(&request.name),
             _ => Permission::Allow,
         };
-        let not_found = entry.is_none().then(|| unknown_tool(table, &request.name));
         let arguments = match request.arguments {
             Arguments::Value(value) => Parsed::Value(value),
             Arguments::Json(text) if text.len() > MAX_ARGUMENT_BYTES => Parsed::TooLarge(text),
@@ -310,13 +327,12 @@ impl<'r> Call<'r> {
             },
         };
         Call {
-            table: std::borrow::Cow::Borrowed(table),
-            entry: entry.map(std::borrow::Cow::Borrowed),
+            table,
+            entry,
             id: request.id,
             name: request.name,
             arguments,
             permission,
-            not_found,
             refusal: None,
             caller: None,
         }
@@ -388,15 +404,12 @@ impl<'r> Call<'r> {
     /// another task.
     pub(crate) fn into_shared(self) -> Call<'static> {
         Call {
-            table: std::borrow::Cow::Owned(self.table.into_owned()),
-            entry: self
-                .entry
-                .map(|entry| std::borrow::Cow::Owned(entry.into_owned())),
+            table: Cow::Owned(self.table.into_owned()),
+            entry: self.entry.map(|entry| Cow::Owned(entry.into_owned())),
             id: self.id,
             name: self.name,
             arguments: self.arguments,
             permission: self.permission,
-            not_found: self.not_found,
             refusal: self.refusal,
             caller: self.caller,
         }
@@ -415,10 +428,13 @@ impl<'r> Call<'r> {
 
     /// The permission stage: starts the call's span, then refuses a
     /// cancelled call or one the rules (or the approver) refuse.
-    pub(crate) async fn admit(mut self, options: &CallOptions) -> Result<Admitted<'r>, CallReport> {
+    pub(crate) async fn authorize(
+        mut self,
+        options: &CallOptions,
+    ) -> Result<Authorized<'r>, CallReport> {
         let span = self.start_span(options);
         match self.permit(options).await {
-            Ok(()) => Ok(Admitted { call: self, span }),
+            Ok(()) => Ok(Authorized { call: self, span }),
             Err(refusal) => Err(self.refused(refusal, span)),
         }
     }
@@ -507,16 +523,16 @@ impl<'r> Call<'r> {
 }
 
 /// A call the permission stage let through: what is left of the path.
-pub(crate) struct Admitted<'r> {
+pub(crate) struct Authorized<'r> {
     call: Call<'r>,
     span: Option<Box<dyn CallSpan>>,
 }
 
-impl Admitted<'_> {
+impl Authorized<'_> {
     /// Validates, then serves the call from the cache or runs it in a
     /// sandbox, and reports it.
     pub(crate) async fn execute(self, options: CallOptions) -> CallReport {
-        let Admitted { call, span } = self;
+        let Authorized { call, span } = self;
         call.execute(&options, span).await
     }
 }
@@ -531,13 +547,13 @@ impl Call<'_> {
         span: Option<&dyn CallSpan>,
     ) -> CallReport {
         let started = Instant::now();
-        // Admitted, then cancelled while it waited (for a batch's slot).
+        // Authorized, then cancelled while it waited (for a batch's slot).
         if options.cancel().is_some_and(CancelToken::is_cancelled) {
             let (id, kind) = (self.id.clone(), ErrorKind::Cancelled);
             return CallReport::refused(&self.name, id, kind, not_started());
         }
-        let (Some(entry), None) = (&self.entry, &self.not_found) else {
-            let output = self.not_found.clone().unwrap_or_default();
+        let Some(entry) = &self.entry else {
+            let output = unknown_tool(&self.table, &self.name);
             return CallReport::refused(&self.name, self.id.clone(), ErrorKind::NotFound, output);
         };
         let validating = timings.as_ref().map(|_| SystemTime::now());
@@ -799,7 +815,7 @@ mod tests {
         fn finish(
             self: Box<Self>,
             _: Option<&ToolInfo>,
-            _: Option<&crate::Limits>,
+            _: Option<&crate::sandbox::limits::Limits>,
             result: &CallResult,
             granted: bool,
             _: &Timings,

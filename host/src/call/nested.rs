@@ -32,29 +32,28 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::{
-    Arguments, Call, CallOptions, CallPolicy, CallReport, CallResult, CallSpan, Elicitor, Metrics,
-    Permission, Request, Tracer,
+    Arguments, Call, CallOptions, CallPolicy, CallReport, CallResult, CallSpan, Metrics, Request,
+    Tracer,
 };
-use crate::ErrorKind;
-use crate::catalog::pattern::glob_match;
-use crate::catalog::registry::{Entry, ToolTable};
-use crate::sandbox::human_bytes;
+use crate::catalog::elicit::Elicitor;
+use crate::catalog::grants;
+use crate::catalog::table::{Entry, ToolInfo, ToolTable};
 use crate::sandbox::limits::Limits;
-use crate::sandbox::outcome::{CancelToken, GuestEvent};
-use crate::sandbox::{CallableTool, NestedRequest, NestedResponse, ToolCalls};
+use crate::sandbox::outcome::{CancelToken, ErrorKind, GuestEvent};
+use crate::sandbox::{CallableTool, NestedRequest, NestedResponse, ToolCalls, human_bytes};
 
-/// The error kinds of calls that ran (and so may have had effects).
-const RAN: [&str; 6] = [
-    "tool_error",
-    "timeout",
-    "out_of_fuel",
-    "memory_limit",
-    "output_limit",
-    "trap",
-];
+/// Whether a call that ended as `kind` ran (and so may have had effects).
+fn ran(kind: ErrorKind) -> bool {
+    use ErrorKind::*;
+    matches!(
+        kind,
+        ToolError | Timeout | OutOfFuel | MemoryLimit | OutputLimit | Trap
+    )
+}
 
 /// The most nested calls a call's result lists; later ones are run but
-/// not listed.
+/// not listed, and counted in [`NestedUsage::unlisted`], so that the record
+/// says it is not whole.
 pub const MAX_LISTED_NESTED: usize = 1_000;
 
 /// A nested call, as its tree's root lists it.
@@ -93,6 +92,14 @@ pub struct NestedUsage {
     /// Bytes of arguments and results that crossed between callers and
     /// callees.
     pub bytes: u64,
+    /// Nested calls that ended but are not in the result's list, which
+    /// holds at most [`MAX_LISTED_NESTED`]: the record is whole when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unlisted: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What happens in a call tree below its root, for an embedder following
@@ -152,6 +159,8 @@ pub(crate) struct Tree {
     deepest: AtomicU32,
     bytes: AtomicU64,
     listed: Mutex<Vec<NestedCall>>,
+    /// Calls that ended past the list's [`MAX_LISTED_NESTED`].
+    unlisted: AtomicU32,
     policy: Option<Arc<CallPolicy>>,
     events: Option<NestedSink>,
     /// The root call's cancellation: once it is cancelled (its caller
@@ -175,7 +184,7 @@ type Occurrences = Mutex<HashMap<String, u32>>;
 pub(crate) struct Recorded {
     pub call_id: String,
     pub is_error: bool,
-    pub error_kind: Option<String>,
+    pub error_kind: Option<ErrorKind>,
     pub output: String,
     pub details: Option<String>,
 }
@@ -221,6 +230,7 @@ impl Tree {
             deepest: AtomicU32::new(0),
             bytes: AtomicU64::new(0),
             listed: Mutex::new(Vec::new()),
+            unlisted: AtomicU32::new(0),
             policy: options.policy.clone(),
             events: options.nested.clone(),
             stop: options.cancel().cloned(),
@@ -251,11 +261,7 @@ impl Tree {
         Some(NestedResponse {
             call_id: recorded.call_id,
             is_error: recorded.is_error,
-            error_kind: recorded
-                .error_kind
-                .as_deref()
-                .and_then(ErrorKind::from_name)
-                .map(ErrorKind::as_str),
+            error_kind: recorded.error_kind,
             output: recorded.output,
             details: recorded.details,
         })
@@ -266,14 +272,14 @@ impl Tree {
         let Some((replay, _)) = &self.replay else {
             return;
         };
-        let ran = !response.is_error || response.error_kind.is_some_and(|kind| RAN.contains(&kind));
+        let ran = !response.is_error || response.error_kind.is_some_and(ran);
         if ran {
             replay.record(
                 key,
                 Recorded {
                     call_id: response.call_id.clone(),
                     is_error: response.is_error,
-                    error_kind: response.error_kind.map(str::to_string),
+                    error_kind: response.error_kind,
                     output: response.output.clone(),
                     details: response.details.clone(),
                 },
@@ -301,11 +307,13 @@ impl Tree {
     /// The nested calls listed so far, taken, and what the tree used.
     pub(super) fn take_listed(&self) -> (Vec<NestedCall>, NestedUsage) {
         let listed = std::mem::take(&mut *self.listed.lock().unwrap_or_else(|e| e.into_inner()));
+        let unlisted = self.unlisted.load(Ordering::SeqCst);
         let asked = self.asked.load(Ordering::SeqCst);
         let usage = NestedUsage {
             calls: asked.min(u64::from(self.budget.calls)) as u32,
             depth: self.deepest.load(Ordering::SeqCst),
             bytes: self.bytes.load(Ordering::SeqCst),
+            unlisted,
         };
         (listed, usage)
     }
@@ -314,6 +322,8 @@ impl Tree {
         let mut listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
         if listed.len() < MAX_LISTED_NESTED {
             listed.push(call);
+        } else {
+            self.unlisted.fetch_add(1, Ordering::SeqCst);
         }
     }
 
@@ -393,22 +403,18 @@ pub(super) struct Caller {
 
 impl ToolCalls for Caller {
     fn callable(&self) -> Vec<CallableTool> {
-        let rules = self.tree.policy.as_ref().map(|policy| policy.permissions());
         let mut tools: Vec<CallableTool> = self
-            .table
-            .tools()
-            .filter(|info| self.ungranted(&info.descriptor.name).is_none())
-            .filter(|info| {
-                rules.is_none_or(|rules| {
-                    rules.permission_for(&info.descriptor.name) != Permission::Deny
-                })
-            })
-            .map(|info| CallableTool {
-                name: info.descriptor.name.clone(),
-                description: info.descriptor.description.clone(),
-                input_schema: info.descriptor.input_schema.to_string(),
-                output_schema: info.descriptor.output_schema.as_ref().map(Value::to_string),
-                read_only: info.descriptor.hints.read_only,
+            .callable_entries()
+            .map(|entry| CallableTool {
+                name: entry.info.descriptor.name.clone(),
+                identifier: self
+                    .table
+                    .identifier(&entry.info.descriptor.name)
+                    .map(str::to_string),
+                description: entry.info.descriptor.description.clone(),
+                input_schema: entry.schemas.input.to_string(),
+                output_schema: entry.schemas.output.as_deref().map(str::to_string),
+                read_only: entry.info.descriptor.hints.read_only,
             })
             .collect();
         tools.sort_by(|a, b| a.name.cmp(&b.name));
@@ -421,23 +427,30 @@ impl ToolCalls for Caller {
         deadline: Instant,
     ) -> BoxFuture<'static, Vec<NestedResponse>> {
         Box::pin(async move {
-            let together = requests.len() > 1
-                && requests.iter().all(|request| {
-                    self.table
-                        .get(&request.name)
+            let looked_up: Vec<Looked> = requests
+                .into_iter()
+                .map(|request| (self.table.get(&request.name).cloned(), request))
+                .collect();
+            let together = looked_up.len() > 1
+                && looked_up.iter().all(|(entry, _)| {
+                    entry
+                        .as_ref()
                         .is_some_and(|entry| entry.info.descriptor.hints.read_only)
                 });
             if together {
-                return self.together(requests, deadline).await;
+                return self.together(looked_up, deadline).await;
             }
-            let mut responses = Vec::with_capacity(requests.len());
-            for request in requests {
-                responses.push(self.one(request, deadline).await);
+            let mut responses = Vec::with_capacity(looked_up.len());
+            for looked in looked_up {
+                responses.push(self.one(looked, deadline).await);
             }
             responses
         })
     }
 }
+
+/// A nested request, with the entry of its tool (looked up once).
+type Looked = (Option<Arc<Entry>>, NestedRequest);
 
 /// Cancels a nested call when its caller stops waiting for it.
 struct CancelOnDrop(CancelToken);
@@ -449,7 +462,7 @@ impl Drop for CancelOnDrop {
 }
 
 /// A nested call looked up and announced, with what it runs under.
-struct Prepared {
+struct Announced {
     call: Call<'static>,
     options: CallOptions,
     /// Cancels it when its caller stops waiting.
@@ -466,24 +479,24 @@ impl Caller {
     /// Dropping the future (the caller stopped waiting) stops them all.
     async fn together(
         self: Arc<Self>,
-        requests: Vec<NestedRequest>,
+        requests: Vec<Looked>,
         deadline: Instant,
     ) -> Vec<NestedResponse> {
         let count = requests.len();
         let mut answers: Vec<Option<NestedResponse>> = vec![None; count];
         let mut tasks = tokio::task::JoinSet::new();
         let mut names = Vec::with_capacity(count);
-        for (index, request) in requests.into_iter().enumerate() {
-            names.push(request.name.clone());
-            let prepared = self.prepare(request, deadline);
-            match prepared.call.admit(&prepared.options).await {
+        for (index, looked) in requests.into_iter().enumerate() {
+            names.push(looked.1.name.clone());
+            let prepared = self.prepare(looked, deadline);
+            match prepared.call.authorize(&prepared.options).await {
                 Err(report) => answers[index] = Some(self.answer(report, prepared.reported)),
-                Ok(admitted) => {
+                Ok(authorized) => {
                     let (options, cancel, reported) =
                         (prepared.options, prepared.cancel, prepared.reported);
                     tasks.spawn(async move {
                         let _cancel = cancel;
-                        (index, admitted.execute(options).await, reported)
+                        (index, authorized.execute(options).await, reported)
                     });
                 }
             }
@@ -503,21 +516,21 @@ impl Caller {
     /// Runs one nested call through the path, and answers it; or answers
     /// it as an earlier run of the tree got answered, for a call with
     /// effects (see [`Replay`]).
-    async fn one(&self, request: NestedRequest, deadline: Instant) -> NestedResponse {
-        let key = self
-            .table
-            .get(&request.name)
+    async fn one(&self, looked: Looked, deadline: Instant) -> NestedResponse {
+        let (entry, request) = &looked;
+        let key = entry
+            .as_ref()
             .filter(|entry| !entry.info.descriptor.hints.read_only)
             .and_then(|_| self.tree.replay_key(&request.name, &request.arguments));
         if let Some(answer) = key.as_deref().and_then(|key| self.tree.replayed(key)) {
             return answer;
         }
-        let Prepared {
+        let Announced {
             call,
             options,
             cancel,
             reported,
-        } = self.prepare(request, deadline);
+        } = self.prepare(looked, deadline);
         let report = call.run(options).await;
         drop(cancel);
         let response = self.answer(report, reported);
@@ -529,16 +542,16 @@ impl Caller {
 
     /// The call `request` asks for, refused before the path when the
     /// budget, the grant or the time says so; announced.
-    fn prepare(&self, request: NestedRequest, deadline: Instant) -> Prepared {
+    fn prepare(&self, (entry, request): Looked, deadline: Instant) -> Announced {
         let n = self.tree.count();
-        let refusal = self.refusal(n, &request, deadline);
+        let refusal = self.refusal(n, entry.as_deref(), &request, deadline);
         let rules = self.tree.policy.as_ref().map(|policy| policy.permissions());
         let request = Request {
             id: format!("{}.{n}", self.tree.root),
             name: request.name,
             arguments: Arguments::Json(request.arguments),
         };
-        let mut call = Call::look_up(&self.table, request, rules).into_shared();
+        let mut call = Call::found(&self.table, entry, request, rules);
         call.called_by(&self.entry.info.descriptor.name);
         match refusal {
             Some((kind, output)) => call.refuse_first(kind, output),
@@ -559,7 +572,7 @@ impl Caller {
         }
         let cancel = CancelOnDrop(CancelToken::new());
         let options = self.options(call.id(), call.name(), &cancel.0, deadline);
-        Prepared {
+        Announced {
             call,
             options,
             cancel,
@@ -579,7 +592,7 @@ impl Caller {
         let response = NestedResponse {
             call_id: result.call_id.clone(),
             is_error: result.is_error,
-            error_kind: result.error_kind.map(ErrorKind::as_str),
+            error_kind: result.error_kind,
             output: result.output.clone(),
             details,
         };
@@ -642,6 +655,7 @@ impl Caller {
     fn refusal(
         &self,
         n: u64,
+        entry: Option<&Entry>,
         request: &NestedRequest,
         deadline: Instant,
     ) -> Option<(ErrorKind, String)> {
@@ -661,7 +675,9 @@ impl Caller {
         if let Some(refused) = self.ungranted(tool) {
             return Some((ErrorKind::PermissionDenied, refused));
         }
-        if self.table.get(tool).is_none() {
+        let granted =
+            |entry: &&Entry| grants::callable(self.info(), self.entry.calls(), None, &entry.info);
+        if entry.filter(granted).is_none() {
             return Some((ErrorKind::NotFound, self.unknown(tool)));
         }
         if let Some(breached) = self.over_budget(tool, request.arguments.len() as u64) {
@@ -674,14 +690,11 @@ impl Caller {
     }
 
     /// The answer to a granted name no tool has: the tools the caller may
-    /// call, not every tool there is.
+    /// call under the rules in force, not every tool there is.
     fn unknown(&self, tool: &str) -> String {
-        let calls = self.entry.calls();
         let callable: Vec<&str> = self
-            .table
-            .tools()
-            .map(|info| info.descriptor.name.as_str())
-            .filter(|name| calls.iter().any(|pattern| glob_match(pattern, name)))
+            .callable_entries()
+            .map(|entry| entry.info.descriptor.name.as_str())
             .collect();
         match callable.is_empty() {
             true => format!("There is no tool named `{tool}`, and none this tool may call."),
@@ -692,11 +705,27 @@ impl Caller {
         }
     }
 
+    /// The caller's tool.
+    fn info(&self) -> &ToolInfo {
+        &self.entry.info
+    }
+
+    /// The entries the caller may call, by the one rule
+    /// ([`grants::callable`]) under the tree's rules.
+    fn callable_entries(&self) -> impl Iterator<Item = &Arc<Entry>> {
+        let rules = self.tree.policy.as_ref().map(|policy| policy.permissions());
+        let calls = self.entry.calls();
+        self.table
+            .entries()
+            .iter()
+            .filter(move |entry| grants::callable(self.info(), calls, rules, &entry.info))
+    }
+
     /// Why the caller's component may not call `tool`, unless it may.
     fn ungranted(&self, tool: &str) -> Option<String> {
         let component = &self.entry.info.component;
         let calls = self.entry.calls();
-        if calls.iter().any(|pattern| glob_match(pattern, tool)) {
+        if grants::granted(calls, tool) {
             return None;
         }
         let granted = match calls.is_empty() {
@@ -753,8 +782,11 @@ fn failed(tool: &str) -> NestedResponse {
     NestedResponse {
         call_id: String::new(),
         is_error: true,
-        error_kind: Some(ErrorKind::Trap.as_str()),
+        error_kind: Some(ErrorKind::Trap),
         output: format!("The call to `{tool}` failed in the host before it answered."),
         details: None,
     }
 }
+#[cfg(test)]
+#[path = "nested_tests.rs"]
+mod tests;

@@ -3,12 +3,10 @@
 
 use std::sync::Arc;
 
-use super::elicit::{Elicitation, ElicitationRequest, Elicitor};
 use super::nested::{NestedEvent, NestedSink, Nesting, Replay};
 use super::{CallPolicy, Tracer};
-use crate::sandbox::outcome::{CancelToken, GuestEvent};
-
-type EventSink = Arc<dyn Fn(GuestEvent) + Send + Sync>;
+use crate::catalog::elicit::{Elicitation, ElicitationRequest, Elicitor};
+use crate::sandbox::outcome::{CancelToken, EventSink, GuestEvent};
 
 /// Options of one call. By default: a generated call id, no event
 /// callbacks, no cancellation, and no [`CallPolicy`]: the call is the

@@ -1,4 +1,4 @@
-//! The sandbox and outcome stages: running an admitted call in a fresh
+//! The sandbox and outcome stages: running an authorized call in a fresh
 //! sandbox, and turning what it returned into a [`CallResult`].
 //!
 //! Threat model: the outcome comes from an untrusted component. Output over
@@ -12,12 +12,13 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::{CallOptions, CallResult, ElicitationRequest, Elicitor, MAX_ARGUMENT_BYTES, too_large};
-use crate::ErrorKind;
+use super::{CallOptions, CallResult, MAX_ARGUMENT_BYTES, too_large};
 use crate::catalog::component::Component;
-use crate::catalog::registry::{Entry, Provider, with_stderr};
+use crate::catalog::elicit::{ElicitationRequest, Elicitor};
 use crate::catalog::schema;
-use crate::catalog::upstream::{Answer, UpstreamTool};
+use crate::catalog::table::{Entry, Provider};
+use crate::catalog::upstream::{UpstreamAnswer, UpstreamTool};
+use crate::sandbox::outcome::{ErrorKind, with_stderr};
 use crate::sandbox::secrets::redact::Redactor;
 use crate::sandbox::{self, GuestReturn, Invocation, Observer, ToolCalls, human_bytes};
 
@@ -133,7 +134,7 @@ async fn upstream(
     let answer = match options.cancel() {
         Some(cancel) => tokio::select! {
             answer = answer => answer,
-            () = cancel.cancelled() => Answer::Failed {
+            () = cancel.cancelled() => UpstreamAnswer::Failed {
                 kind: ErrorKind::Cancelled,
                 output: format!("`{name}` was cancelled; the call was cancelled on its server too."),
             },
@@ -143,16 +144,16 @@ async fn upstream(
     let mut result = CallResult::error(name, call_id, ErrorKind::ToolError, String::new());
     result.duration = started.elapsed();
     match answer {
-        Answer::Failed { kind, output } => {
+        UpstreamAnswer::Failed { kind, output } => {
             result.error_kind = Some(kind);
             result.output = output;
         }
-        Answer::Answered {
+        UpstreamAnswer::Answered {
             output,
             details,
             is_error,
         } => {
-            let size = output.len() + details.as_ref().map_or(0, |d| d.to_string().len());
+            let size = output.len() + details.as_ref().map_or(0, json_len);
             if size > limits.output_bytes {
                 result.error_kind = Some(ErrorKind::OutputLimit);
                 result.output = too_much_output(size, limits.output_bytes);
@@ -237,8 +238,8 @@ fn accept_value(
     result: &mut CallResult,
 ) {
     if !is_error && let Some(validator) = &entry.output {
-        let instance = details.clone().unwrap_or(Value::Null);
-        if let Some(errors) = schema::errors(validator, &instance) {
+        let instance = details.as_ref().unwrap_or(&Value::Null);
+        if let Some(errors) = schema::errors(validator, instance) {
             result.output = format!(
                 "The tool returned details that break its own output schema; this is a bug in the tool:\n{errors}"
             );
@@ -250,3 +251,24 @@ fn accept_value(
     result.output = output;
     result.details = details;
 }
+
+/// The length of `value` as JSON text, counted without making the text.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a writer that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+#[cfg(test)]
+#[path = "outcome_tests.rs"]
+mod tests;

@@ -9,10 +9,9 @@
 
 use std::sync::Arc;
 
-use super::{Approval, ApprovalRequest, Approver, Call, Parsed, Permission, Permissions};
-use super::{ResultCache, Tracer};
-use crate::ErrorKind;
-use crate::sandbox::outcome::CancelToken;
+use super::{Call, Parsed, ResultCache, Tracer};
+use crate::catalog::permissions::{Approval, ApprovalRequest, Approver, Permission, Permissions};
+use crate::sandbox::outcome::{CancelToken, ErrorKind};
 
 /// What applies to every call made under it: which tools may run
 /// ([`Permissions`]), who decides `ask` calls ([`Approver`]), where results
@@ -169,3 +168,6 @@ impl CallPolicy {
         )
     }
 }
+#[cfg(test)]
+#[path = "policy_tests.rs"]
+mod tests;

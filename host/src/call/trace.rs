@@ -6,8 +6,9 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::{CallResult, Permission};
-use crate::ToolInfo;
+use super::CallResult;
+use crate::catalog::permissions::Permission;
+use crate::catalog::table::ToolInfo;
 use crate::sandbox::limits::Limits;
 
 /// Starts a span for each call.

@@ -9,10 +9,22 @@
 //! are sandboxed like every other tool: they see only the operator's mounts.
 
 use super::component::Source;
+use super::error::LoadError;
 use super::registry::{FileReport, Registry};
-use crate::LoadError;
-use crate::sandbox::content::Content;
+use crate::sandbox::content::{Content, Precompiled};
 
+/// A component built into the binary by its build (`host/build.rs`).
+pub(crate) struct Bundled {
+    pub name: &'static str,
+    pub wasm: &'static [u8],
+    /// The BLAKE3 hash of `wasm`, as [`Content`] keeps it.
+    pub hash: &'static str,
+    /// Its code, compiled by the build with the runtime's compiler settings
+    /// (none when the build cross-compiled).
+    pub precompiled: Option<Precompiled>,
+}
+
+// The bundled components: `COMPONENTS: &[Bundled]`.
 include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
 
 impl Registry {
@@ -22,14 +34,13 @@ impl Registry {
         let code_mode = self.code_mode().is_enabled();
         let wanted = COMPONENTS
             .iter()
-            .filter(|(name, _)| code_mode || *name != super::code::COMPONENT);
-        let sources = wanted.map(|(name, bytes)| async move {
+            .filter(|bundled| code_mode || bundled.name != super::interpreter::COMPONENT);
+        let sources = wanted.map(|bundled| async move {
+            let content = Content::bundled(bundled.wasm, bundled.hash, bundled.precompiled);
             (
-                name.to_string(),
+                bundled.name.to_string(),
                 Source::Bundled,
-                Content::of_bytes(bytes.to_vec())
-                    .await
-                    .map_err(LoadError::from),
+                Ok::<_, LoadError>(content),
             )
         });
         self.load_sources(sources).await
@@ -40,12 +51,13 @@ impl Registry {
 mod tests {
     #[test]
     fn every_component_is_embedded() {
-        let names: Vec<&str> = super::COMPONENTS.iter().map(|(name, _)| *name).collect();
+        let names: Vec<&str> = super::COMPONENTS.iter().map(|c| c.name).collect();
         assert_eq!(names, ["fs", "calc", "fetch", "code"]);
-        assert!(
-            super::COMPONENTS
-                .iter()
-                .all(|(_, bytes)| bytes.starts_with(b"\0asm"))
-        );
+        for bundled in super::COMPONENTS {
+            assert!(bundled.wasm.starts_with(b"\0asm"), "{}", bundled.name);
+            assert_eq!(blake3::hash(bundled.wasm).to_hex().as_str(), bundled.hash);
+            // Built natively, so compiled ahead of time.
+            assert!(bundled.precompiled.is_some(), "{}", bundled.name);
+        }
     }
 }

@@ -42,12 +42,14 @@ use arc_swap::ArcSwap;
 use tokio::sync::{Mutex, broadcast};
 
 use super::component::Source;
+use super::error::{Error, LoadError};
 use super::oci::{OciError, Reference};
 use super::registry::{
-    Entry, FileReport, Prepared, Registry, Shadowed, ToolsSource, component_name, is_component_file,
+    Described, FileReport, Registry, Shadowed, ToolsSource, component_name, is_component_file,
 };
+use super::table::Entry;
 use crate::sandbox::content::Content;
-use crate::{Error, ErrorKind, LoadError};
+use crate::sandbox::outcome::ErrorKind;
 
 /// A registry whose tool directories can be reloaded while it serves, by
 /// [`reload`](Self::reload) or a [`watch`](Self::watch)er. Cloning shares it.
@@ -62,10 +64,10 @@ pub struct LiveRegistry {
 
 /// A live registry, not kept alive by whoever holds this: what a task that
 /// follows a source (an upstream server's tool list) holds.
-#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+#[cfg(feature = "mcp-client")]
 pub(crate) struct WeakLive(std::sync::Weak<Inner>);
 
-#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+#[cfg(feature = "mcp-client")]
 impl WeakLive {
     pub(crate) fn upgrade(&self) -> Option<LiveRegistry> {
         self.0.upgrade().map(|inner| LiveRegistry { inner })
@@ -112,7 +114,7 @@ struct LiveFile {
     path: PathBuf,
     /// What the file looked like when it was read.
     stamp: Stamp,
-    prepared: Prepared,
+    prepared: Described,
 }
 
 /// What a file looked like: if this is unchanged, so is its content.
@@ -376,7 +378,7 @@ impl LiveRegistry {
                         rejected.0 = stamp;
                     }
                 }
-                Read::Prepared(Ok(prepared)) => {
+                Read::Described(Ok(prepared)) => {
                     state.rejected.remove(&path);
                     compiled.push((slot, path.clone()));
                     files[slot] = Some(LiveFile {
@@ -386,7 +388,7 @@ impl LiveRegistry {
                         prepared,
                     });
                 }
-                Read::Prepared(Err(error)) => {
+                Read::Described(Err(error)) => {
                     // The old version, if any, stays in its slot. Only what
                     // the content decides is remembered; a busy host or a
                     // read error is tried again at the next reload.
@@ -443,13 +445,13 @@ impl LiveRegistry {
     }
 
     /// A handle on this registry that does not keep it alive.
-    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    #[cfg(feature = "mcp-client")]
     pub(crate) fn downgrade(&self) -> WeakLive {
         WeakLive(Arc::downgrade(&self.inner))
     }
 
     /// The late entries `offerer` (a component name) added, as they are now.
-    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    #[cfg(feature = "mcp-client")]
     pub(crate) async fn late_entries(&self, offerer: &str) -> Vec<Arc<Entry>> {
         let state = self.inner.state.lock().await;
         let late = state.late.iter().filter(|e| e.info.component == offerer);
@@ -459,7 +461,7 @@ impl LiveRegistry {
     /// Adds `entries` after every tool the registry has, first name wins,
     /// and swaps in the snapshot that holds them; `report` (of what offers
     /// them) comes back saying which were registered and which shadowed.
-    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    #[cfg(feature = "mcp-client")]
     pub(crate) async fn add_late(
         &self,
         report: FileReport,
@@ -472,7 +474,7 @@ impl LiveRegistry {
     /// Replaces the late entries `offerer` added with `entries` (an
     /// entry kept from before keeps the name it owns), as
     /// [`add_late`](Self::add_late) adds them; logs what it did.
-    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    #[cfg(feature = "mcp-client")]
     pub(crate) async fn replace_late(&self, offerer: &str, entries: Vec<Arc<Entry>>) {
         let source = match entries.first() {
             Some(entry) => entry.info.source.clone(),
@@ -494,6 +496,7 @@ impl LiveRegistry {
         );
     }
 
+    #[cfg(feature = "mcp-client")]
     async fn set_late(&self, mut report: FileReport, entries: Vec<Arc<Entry>>) -> FileReport {
         let mut state = self.inner.state.lock().await;
         state.late.retain(|e| e.info.component != report.component);
@@ -608,7 +611,7 @@ enum Read {
     /// The content rejected last time.
     StillRejected,
     /// New content, compiled and described (or why not).
-    Prepared(Result<Prepared, LoadError>),
+    Described(Result<Described, LoadError>),
 }
 
 /// Reads, compares and (when new) compiles and describes `candidates`, up
@@ -641,7 +644,7 @@ async fn prepare_all(
             } else if bytes.is_ok() && candidate.rejected_hash.as_ref() == Some(&hash) {
                 Read::StillRejected
             } else {
-                Read::Prepared(base.prepare(name.clone(), source.clone(), bytes).await)
+                Read::Described(base.prepare(name.clone(), source.clone(), bytes).await)
             };
             (candidate, name, source, hash, read)
         })

@@ -11,12 +11,17 @@
 
 #[cfg(feature = "bundled-tools")]
 pub(crate) mod bundled;
-pub(crate) mod code;
 pub(crate) mod component;
+pub(crate) mod elicit;
+pub(crate) mod error;
+pub(crate) mod grants;
+pub(crate) mod interpreter;
 pub(crate) mod live;
 pub mod oci;
 pub(crate) mod pattern;
+pub(crate) mod permissions;
 pub(crate) mod registry;
 pub(crate) mod schema;
+pub(crate) mod table;
 pub(crate) mod upstream;
 pub(crate) mod watch;

@@ -10,35 +10,31 @@
 //! an unknown import, a trapping or looping `describe()`, an invalid
 //! descriptor) is skipped with a diagnostic, and the other files still load.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use jsonschema::Validator;
-
-use super::code::{COMPONENT, CodeMode};
-use super::component::{Component, Descriptor, Source};
+use super::component::{Component, Source};
+use super::error::{Error, LoadError};
+use super::grants::{ComponentPolicy, Policy};
+use super::interpreter::CodeMode;
 use super::oci::{OciError, Pulled, Reference};
-use super::pattern::is_pattern;
 use super::schema::{self, CheckedTool};
+use super::table::{Entry, Provider, ToolInfo, ToolTable};
 use super::upstream::UpstreamTool;
 use crate::sandbox::compile::ComponentError;
 use crate::sandbox::content::{Content, ContentError};
 use crate::sandbox::engine::Runtime;
 use crate::sandbox::limits::{LimitOverrides, Limits};
-use crate::sandbox::mount::{self, HeldDir, Mount};
-use crate::sandbox::net::{
-    Cidr, Grant, NetPolicy, NetSettings, NetShared, Resolve, SystemResolver,
-};
-use crate::sandbox::secrets::{Injection, InjectionError, Secret, Secrets};
-use crate::sandbox::settings::{self, ComponentSettings};
+use crate::sandbox::mount::{self, Mount};
+use crate::sandbox::net::{Cidr, Grant, NetShared, Resolve, SystemResolver};
+use crate::sandbox::outcome::with_stderr;
+use crate::sandbox::secrets::{Injection, Secret, Secrets};
 use crate::sandbox::slots::loading_slots;
-use crate::sandbox::text::with_causes;
 use crate::sandbox::{
     self, Compiled, Files, Grants, GuestReturn, Invocation, Observer, Sandbox, SlotShape,
     WitDescriptor,
 };
-use crate::{Error, LoadError};
 
 /// The most tools one component may declare: more is a bug or an attempt to
 /// flood the registry and a model's context.
@@ -53,74 +49,10 @@ pub struct Registry {
     tools: Arc<ToolTable>,
 }
 
-/// The registered tools, by name: what a call looks its tool up in. Shared,
-/// so that a call whose tool calls tools holds the table it started with,
-/// and finishes on it whatever reloads meanwhile.
-#[derive(Clone, Default)]
-pub(crate) struct ToolTable {
-    entries: Vec<Arc<Entry>>,
-    by_name: HashMap<String, usize>,
-}
-
-impl ToolTable {
-    /// The entry of the tool called `name`.
-    pub(crate) fn get(&self, name: &str) -> Option<&Arc<Entry>> {
-        self.by_name.get(name).map(|&index| &self.entries[index])
-    }
-
-    /// Every entry, in registration order.
-    pub(crate) fn entries(&self) -> &[Arc<Entry>] {
-        &self.entries
-    }
-
-    /// Every registered tool, in registration order.
-    pub(crate) fn tools(&self) -> impl ExactSizeIterator<Item = &ToolInfo> {
-        self.entries.iter().map(|entry| &entry.info)
-    }
-}
-
-/// A registered tool: its descriptor and where it came from.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ToolInfo {
-    /// What the tool declares.
-    #[serde(flatten)]
-    pub descriptor: Descriptor,
-    /// The component that provides it (its file stem, or the name it was
-    /// loaded under).
-    pub component: String,
-    /// Where the component came from.
-    pub source: Source,
-    /// BLAKE3 hash of the component's bytes, hex.
-    #[serde(skip)]
-    pub component_hash: String,
-    /// BLAKE3 hash of what the operator granted the component (its limits
-    /// and mounts), hex: the same tool under other grants may answer
-    /// differently.
-    #[serde(skip)]
-    pub grants_hash: String,
-}
-
-pub(crate) struct Entry {
-    pub info: ToolInfo,
-    pub provider: Provider,
-    pub input: Validator,
-    pub output: Option<Validator>,
-}
-
-/// What runs a registered tool's calls.
-pub(crate) enum Provider {
-    /// A component, in a fresh sandbox per call.
-    Component(Arc<Component>),
-    /// An upstream MCP server, outside any sandbox (made only with the
-    /// `mcp` feature, which has the client).
-    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
-    Upstream(Arc<UpstreamTool>),
-}
-
 /// A compiled component whose `describe()` checked out, with an entry for
 /// each tool it declares (registered or not).
 #[derive(Clone)]
-pub(crate) struct Prepared {
+pub(crate) struct Described {
     pub component: Arc<Component>,
     pub entries: Vec<Arc<Entry>>,
 }
@@ -165,206 +97,6 @@ pub struct Shadowed {
     pub tool: String,
     /// The component that owns it.
     pub owner: String,
-}
-
-/// What the operator grants: default limits and mounts, and per-component
-/// overrides.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Policy {
-    pub limits: Limits,
-    pub mounts: Vec<Mount>,
-    pub components: HashMap<String, ComponentPolicy>,
-    /// Every mount's directory, by host path, opened when the registry was
-    /// built.
-    pub held: HashMap<PathBuf, HeldDir>,
-    /// Network grants for every component.
-    pub allow_net: Vec<Grant>,
-    /// Ranges every component's granted names may resolve into.
-    pub allow_private: Vec<Cidr>,
-    /// The resolver and extra TLS roots, as set.
-    pub net: NetSettings,
-    /// What they became when the registry was built.
-    pub net_shared: Option<Arc<NetShared>>,
-    /// The secrets injections take their values from.
-    pub secrets: Secrets,
-    /// What `oci://` references load from, if set.
-    pub pulled: Option<Arc<Pulled>>,
-    /// Tool name patterns every component may call.
-    pub calls: Vec<String>,
-    /// Code mode: whether `run_code` is bundled, and what scripts may call.
-    pub code_mode: CodeMode,
-}
-
-/// What one component gets on top of the defaults.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ComponentPolicy {
-    pub limits: LimitOverrides,
-    pub mounts: Vec<Mount>,
-    pub allow_net: Vec<Grant>,
-    pub allow_private: Vec<Cidr>,
-    pub inject: Vec<Injection>,
-    pub settings: BTreeMap<String, String>,
-    pub calls: Vec<String>,
-}
-
-impl Policy {
-    /// The tool name patterns `component` (from `source`) may call: the
-    /// shared ones and its own; for code mode's bundled component, code
-    /// mode's too. Only the bundled one: a component of the same name from
-    /// a directory gets nothing of code mode's grant.
-    fn calls_for(&self, component: &str, source: &Source) -> Arc<[String]> {
-        let own = self.components.get(component).map(|c| &c.calls);
-        let code_mode = self.is_code_mode(component, source);
-        let code_mode = code_mode.then(|| self.code_mode.tool_patterns());
-        self.calls
-            .iter()
-            .chain(own.into_iter().flatten())
-            .chain(code_mode.into_iter().flatten())
-            .cloned()
-            .collect()
-    }
-
-    /// Whether `component` from `source` is code mode's interpreter, with
-    /// code mode on.
-    fn is_code_mode(&self, component: &str, source: &Source) -> bool {
-        self.code_mode.is_enabled() && component == COMPONENT && *source == Source::Bundled
-    }
-
-    /// Refuses a `calls` pattern that is not a tool name pattern.
-    fn check_calls(&self) -> Result<(), Error> {
-        let own = self.components.values().flat_map(|c| &c.calls);
-        match self.calls.iter().chain(own).find(|p| !is_pattern(p)) {
-            None => Ok(()),
-            Some(pattern) => Err(Error::InvalidSetting {
-                what: "calls grant",
-                message: format!(
-                    "`{pattern}` is not a tool name pattern: use letters, digits, `_` and `-`, with `*` for any run of characters"
-                ),
-            }),
-        }
-    }
-
-    fn limits_for(&self, component: &str) -> Limits {
-        match self.components.get(component) {
-            Some(policy) => policy.limits.apply(self.limits),
-            None => self.limits,
-        }
-    }
-
-    /// The default mounts, with the component's own ones added; a component
-    /// mount at the same guest path replaces the default one.
-    fn mounts_for(&self, component: &str) -> Vec<Mount> {
-        let extra = self
-            .components
-            .get(component)
-            .map(|p| p.mounts.as_slice())
-            .unwrap_or_default();
-        self.mounts
-            .iter()
-            .filter(|m| !extra.iter().any(|e| e.guest() == m.guest()))
-            .chain(extra)
-            .cloned()
-            .collect()
-    }
-
-    /// The shared grants with the component's own; `None` when there are
-    /// none, so every request is refused.
-    fn network_for(&self, component: &str) -> Option<Arc<NetPolicy>> {
-        let own = self.components.get(component);
-        let grants: Vec<Grant> = self
-            .allow_net
-            .iter()
-            .chain(own.map(|p| p.allow_net.as_slice()).unwrap_or_default())
-            .cloned()
-            .collect();
-        if grants.is_empty() {
-            return None;
-        }
-        let allow_private = self
-            .allow_private
-            .iter()
-            .chain(own.map(|p| p.allow_private.as_slice()).unwrap_or_default())
-            .copied()
-            .collect();
-        Some(Arc::new(NetPolicy {
-            grants,
-            allow_private,
-            injections: own.map(|p| p.inject.clone()).unwrap_or_default(),
-            secrets: self.secrets.clone(),
-            shared: self.net_shared.clone()?,
-        }))
-    }
-
-    /// The component's settings.
-    fn settings_for(&self, component: &str, source: &Source) -> Arc<ComponentSettings> {
-        let mut map = self
-            .components
-            .get(component)
-            .map(|p| p.settings.clone())
-            .unwrap_or_default();
-        if self.is_code_mode(component, source) {
-            let print_kib = self.code_mode.print_limit_kib().to_string();
-            map.insert("print_kib".to_string(), print_kib);
-        }
-        Arc::new(ComponentSettings::new(map))
-    }
-
-    /// Refuses a setting that references a secret, an injection whose
-    /// secret is not set, and one no grant of its component lets out.
-    fn check_secrets(&self) -> Result<(), Error> {
-        let secrets = self.secrets.current();
-        for (name, component) in &self.components {
-            for (key, value) in &component.settings {
-                if settings::references_secret(value) {
-                    return Err(Error::InvalidSetting {
-                        what: "component setting",
-                        message: format!(
-                            "{name}.{key}: a secret cannot be a setting, since the tool reads its settings; add it to the tool's requests with an injection ([[components.{name}.network.inject]], RegistryBuilder::component_inject)"
-                        ),
-                    });
-                }
-            }
-            let grants: Vec<&Grant> = self.allow_net.iter().chain(&component.allow_net).collect();
-            for injection in &component.inject {
-                let fail = |reason: String| Error::Injection {
-                    component: name.clone(),
-                    source: InjectionError {
-                        url: injection.url(),
-                        reason,
-                    },
-                };
-                if let Some(missing) = injection.secrets().find(|s| secrets.get(s).is_none()) {
-                    return Err(fail(format!("the secret `{missing}` is not set")));
-                }
-                let (destination, methods) = injection.destination();
-                let granted =
-                    |method: Option<&str>| grants.iter().any(|g| g.allows(&destination, method));
-                let covered = match methods {
-                    None => granted(None),
-                    Some(methods) => methods.iter().all(|m| granted(Some(m))),
-                };
-                // Raw socket traffic is not searched for secrets: a socket to
-                // the injection's host could read back what a request left
-                // there.
-                let raw = grants
-                    .iter()
-                    .find(|g| g.allows_sockets() && g.reaches(&destination.host));
-                if let Some(raw) = raw {
-                    return Err(fail(format!(
-                        "the component may also open raw sockets to {} (`{raw}`), whose traffic toolcage cannot search for secrets; narrow that grant",
-                        destination.host
-                    )));
-                }
-                if !covered {
-                    return Err(fail(format!(
-                        "no network grant of the component allows it; grant `{}` too ([components.{name}.network] allow, or the shared [network] allow)",
-                        injection.url()
-                    )));
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Builds a [`Registry`]. Everything is denied until granted:
@@ -669,10 +401,10 @@ impl Registry {
     /// What every component may reach (the shared grants and private
     /// ranges, not any component's own), with the resolver and TLS: the
     /// egress policy a remote upstream server is reached through.
-    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
-    pub(crate) fn shared_network(&self) -> Option<Arc<NetPolicy>> {
+    #[cfg(feature = "mcp-client")]
+    pub(crate) fn shared_network(&self) -> Option<Arc<crate::sandbox::net::NetPolicy>> {
         let policy = &self.policy;
-        Some(Arc::new(NetPolicy {
+        Some(Arc::new(crate::sandbox::net::NetPolicy {
             grants: policy.allow_net.clone(),
             allow_private: policy.allow_private.clone(),
             injections: Vec::new(),
@@ -872,7 +604,7 @@ impl Registry {
         &mut self,
         name: String,
         source: Source,
-        prepared: Result<Prepared, LoadError>,
+        prepared: Result<Described, LoadError>,
     ) -> FileReport {
         let mut report = FileReport {
             component: name,
@@ -897,7 +629,7 @@ impl Registry {
         name: String,
         source: Source,
         content: Result<Content, LoadError>,
-    ) -> Result<Prepared, LoadError> {
+    ) -> Result<Described, LoadError> {
         let limits = self.policy.limits_for(&name);
         let (pre, hash) = self.compile(content?, &source, &limits).await?;
         let tools = self.describe(&name, &source, pre.clone(), limits).await?;
@@ -913,7 +645,7 @@ impl Registry {
             .iter()
             .map(|mount| (mount.clone(), self.policy.held[mount.host()].clone()))
             .collect();
-        let files = Files::new(held).map_err(|e| LoadError::Mount(with_causes(&e)))?;
+        let files = Files::new(held).map_err(LoadError::mount)?;
         let calls = self.policy.calls_for(&name, &source);
         let component = Arc::new(Component {
             grants_hash: grants_hash(&grants, &calls),
@@ -931,9 +663,9 @@ impl Registry {
         });
         let entries = tools
             .into_iter()
-            .map(|tool| Arc::new(Entry::new(tool, &component)))
+            .map(|tool| Arc::new(Entry::of_component(tool, &component)))
             .collect();
-        Ok(Prepared { component, entries })
+        Ok(Described { component, entries })
     }
 
     /// Compiles `content` for slots of `limits`' shape; with its hash.
@@ -993,7 +725,7 @@ impl Registry {
     }
 
     /// Registers the tools whose names are free; first wins.
-    fn register(&mut self, prepared: &Prepared, report: &mut FileReport) {
+    fn register(&mut self, prepared: &Described, report: &mut FileReport) {
         let component = &prepared.component;
         self.register_entries(&component.name, &prepared.entries, report);
     }
@@ -1018,9 +750,7 @@ impl Registry {
                 report.shadowed.push(Shadowed { tool: name, owner });
                 continue;
             }
-            let table = Arc::make_mut(&mut self.tools);
-            table.by_name.insert(name.clone(), table.entries.len());
-            table.entries.push(entry.clone());
+            Arc::make_mut(&mut self.tools).push(entry.clone());
             report.registered.push(name);
         }
     }
@@ -1033,15 +763,10 @@ impl Registry {
     /// A registry with this one's runtime and grants, holding `entries`
     /// (whose names must be distinct), in that order.
     pub(crate) fn with_entries(&self, entries: Vec<Arc<Entry>>) -> Registry {
-        let by_name = entries
-            .iter()
-            .enumerate()
-            .map(|(index, entry)| (entry.info.descriptor.name.clone(), index))
-            .collect();
         Registry {
             runtime: self.runtime.clone(),
             policy: self.policy.clone(),
-            tools: Arc::new(ToolTable { entries, by_name }),
+            tools: Arc::new(ToolTable::from_entries(entries)),
         }
     }
 }
@@ -1166,72 +891,6 @@ fn grants_hash(grants: &Grants, calls: &[String]) -> String {
         grants.limits, grants.mounts, grants.network, grants.settings
     );
     blake3::hash(granted.as_bytes()).to_hex().to_string()
-}
-
-impl Entry {
-    /// The entry of `tool`, declared by `component`.
-    fn new(tool: CheckedTool, component: &Arc<Component>) -> Self {
-        Entry {
-            info: ToolInfo {
-                descriptor: tool.descriptor,
-                component: component.name.clone(),
-                source: component.source.clone(),
-                component_hash: component.hash.clone(),
-                grants_hash: component.grants_hash.clone(),
-            },
-            provider: Provider::Component(component.clone()),
-            input: tool.input,
-            output: tool.output,
-        }
-    }
-
-    /// The limits its calls run under.
-    pub(crate) fn limits(&self) -> &Limits {
-        match &self.provider {
-            Provider::Component(component) => &component.sandbox.grants.limits,
-            Provider::Upstream(tool) => &tool.limits,
-        }
-    }
-
-    /// The tool name patterns it may call: an upstream tool calls none
-    /// through toolcage.
-    pub(crate) fn calls(&self) -> &Arc<[String]> {
-        static NONE: std::sync::LazyLock<Arc<[String]>> =
-            std::sync::LazyLock::new(|| Arc::from(Vec::new()));
-        match &self.provider {
-            Provider::Component(component) => &component.calls,
-            Provider::Upstream(_) => &NONE,
-        }
-    }
-
-    /// Its component, when a component provides it.
-    pub(crate) fn component(&self) -> Option<&Arc<Component>> {
-        match &self.provider {
-            Provider::Component(component) => Some(component),
-            Provider::Upstream(_) => None,
-        }
-    }
-
-    /// Whether its calls may call tools (its component imports
-    /// `toolcage:tool/tools`).
-    pub(crate) fn imports_tools(&self) -> bool {
-        self.component().is_some_and(|c| c.imports_tools)
-    }
-}
-
-/// `message`, followed by the last lines the guest wrote to stderr (where a
-/// Rust panic message lands), if any.
-pub(crate) fn with_stderr(message: String, stderr: &str) -> String {
-    const TAIL_LINES: usize = 10;
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.is_empty() {
-        return message;
-    }
-    let tail = &lines[lines.len().saturating_sub(TAIL_LINES)..];
-    format!(
-        "{message}\nThe tool's last words (stderr):\n{}",
-        tail.join("\n")
-    )
 }
 
 #[cfg(test)]

@@ -17,18 +17,17 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::ErrorKind;
-use crate::call::Elicitor;
+use super::elicit::Elicitor;
 use crate::sandbox::limits::Limits;
-use crate::sandbox::outcome::EventSink;
+use crate::sandbox::outcome::{ErrorKind, EventSink};
 use crate::sandbox::secrets::Secrets;
 
 /// What a call to an upstream tool came back with.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Answer {
+pub(crate) enum UpstreamAnswer {
     /// The server answered: its text for the model, its structured result,
     /// and whether it reports the call as failed (`isError`).
-    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    #[cfg_attr(not(feature = "mcp-client"), allow(dead_code))]
     Answered {
         output: String,
         details: Option<Value>,
@@ -40,7 +39,7 @@ pub(crate) enum Answer {
 }
 
 /// The future of an upstream call.
-pub(crate) type Answering<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
+pub(crate) type Answering<'a> = Pin<Box<dyn Future<Output = UpstreamAnswer> + Send + 'a>>;
 
 /// The future of closing an upstream server's connection.
 pub(crate) type Closing<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;

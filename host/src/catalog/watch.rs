@@ -22,8 +22,8 @@ use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecursiveMode, Watcher as _};
 use tokio::sync::mpsc;
 
+use super::error::Error;
 use super::live::{LiveRegistry, Lookout, Stamp, look};
-use crate::Error;
 
 /// How a [`LiveRegistry`] watches its directories. Default: file-system
 /// events, with a 200 ms debounce.

@@ -3,7 +3,7 @@
 use std::fmt::Display;
 use std::ops::Range;
 
-use crate::agent::PermissionsError;
+use crate::catalog::permissions::PermissionsError;
 
 /// A `toolcage.toml` that [`Config::parse`](super::Config::parse) refused.
 /// Every message names the key at fault.

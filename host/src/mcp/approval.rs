@@ -17,9 +17,11 @@ use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 
-use crate::agent::{Approval, ApprovalRequest, Approver};
 use crate::call::{Recorded, Replay};
-use crate::{CancelToken, Elicitation, ElicitationRequest};
+use crate::catalog::elicit::{Elicitation, ElicitationRequest};
+use crate::catalog::interpreter::RUN_CODE;
+use crate::catalog::permissions::{Approval, ApprovalRequest, Approver};
+use crate::sandbox::outcome::CancelToken;
 
 /// Why a client without elicitation cannot approve a call.
 pub const NO_ELICITATION: &str =
@@ -331,39 +333,131 @@ async fn ask(peer: &Peer<RoleServer>, request: &ApprovalRequest) -> Approval {
 /// The question about `request`, naming the tool that made it when a tool
 /// did.
 fn question_about(request: &ApprovalRequest) -> ElicitRequestParams {
-    let mut question = question(&request.tool, &request.arguments);
-    if let (Some(caller), ElicitRequestParams::FormElicitationParams { message, .. }) =
-        (&request.caller, &mut question)
-    {
-        *message = message.replacen(
-            "with these arguments?",
-            &format!("with these arguments, as the tool `{caller}` asks?"),
-            1,
-        );
-    }
-    question
+    let text = question_text(&request.tool, request.caller.as_deref(), &request.arguments);
+    form(text)
 }
 
 /// The question: may this tool run with these arguments?
 fn question(tool: &str, arguments: &Value) -> ElicitRequestParams {
-    let mut shown = serde_json::to_string_pretty(arguments).unwrap_or_default();
-    if shown.len() > 4096 {
-        let mut end = 4096;
-        while !shown.is_char_boundary(end) {
-            end -= 1;
-        }
-        shown.truncate(end);
-        shown.push_str("\n…");
-    }
+    form(question_text(tool, None, arguments))
+}
+
+fn form(message: String) -> ElicitRequestParams {
     let schema = ElicitationSchema::builder()
         .required_bool(ANSWER)
         .build()
         .expect("a one-boolean schema is valid");
     ElicitRequestParams::FormElicitationParams {
         meta: None,
-        message: format!("Allow the tool `{tool}` to run with these arguments?\n{shown}"),
+        message,
         requested_schema: schema,
     }
+}
+
+/// The most characters of one argument's value a question shows.
+const SHOWN_VALUE_CHARS: usize = 300;
+/// The most characters of an argument's name a question shows.
+const SHOWN_NAME_CHARS: usize = 64;
+/// The most arguments a question lists one by one.
+const SHOWN_ARGUMENTS: usize = 32;
+/// The longest script a question shows whole; a longer one is shown by its
+/// head and its tail, this long together.
+const SHOWN_SCRIPT_BYTES: usize = 16 << 10;
+/// The arguments that say what a call touches, listed first.
+const IDENTIFYING: [&str; 6] = ["path", "url", "uri", "file", "destination", "target"];
+
+/// What the user is asked about a call of `tool` (made by `caller`, if a
+/// tool made it): the call first, then one line per argument, those that
+/// say what it touches (a path, a URL) first, each value cut to a bound
+/// with its full size, so that no argument can push another out of view;
+/// a script for `run_code` whole up to a bound, else its head and tail.
+///
+/// Threat model: the arguments are the model's (or a script's), written to
+/// be approved: a long value beside a path must not hide the path, and the
+/// end of a long script must not be cut off unseen.
+fn question_text(tool: &str, caller: Option<&str>, arguments: &Value) -> String {
+    let asker = caller.map_or(String::new(), |c| format!(", as the tool `{c}` asks"));
+    let mut text = format!("Allow the tool `{tool}` to run with these arguments{asker}?");
+    let Some(object) = arguments.as_object() else {
+        text.push('\n');
+        text.push_str(&shown_value(arguments));
+        return text;
+    };
+    let mut names: Vec<&String> = object.keys().collect();
+    names.sort_by_key(|name| !IDENTIFYING.contains(&name.as_str()));
+    for name in names.iter().take(SHOWN_ARGUMENTS) {
+        let value = &object[name.as_str()];
+        text.push('\n');
+        match (tool == RUN_CODE, name.as_str(), value) {
+            (true, "code", Value::String(script)) => text.push_str(&shown_script(script)),
+            _ => text.push_str(&format!("{}: {}", shown_name(name), shown_value(value))),
+        }
+    }
+    if names.len() > SHOWN_ARGUMENTS {
+        let rest = names.len() - SHOWN_ARGUMENTS;
+        text.push_str(&format!("\n… and {rest} more arguments, not shown"));
+    }
+    text
+}
+
+/// An argument's name as JSON, cut to [`SHOWN_NAME_CHARS`].
+fn shown_name(name: &str) -> String {
+    cut(
+        &Value::String(name.to_string()).to_string(),
+        SHOWN_NAME_CHARS,
+    )
+}
+
+/// A value as compact JSON (so a newline or a control character shows as
+/// its escape), cut to [`SHOWN_VALUE_CHARS`] with its full size.
+fn shown_value(value: &Value) -> String {
+    cut(&value.to_string(), SHOWN_VALUE_CHARS)
+}
+
+/// `text` whole when it has at most `chars` characters, else its start
+/// and its size.
+fn cut(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        None => text.to_string(),
+        Some((end, _)) => format!(
+            "{}… ({} bytes in all, the first {end} shown)",
+            &text[..end],
+            text.len()
+        ),
+    }
+}
+
+/// A script, whole up to [`SHOWN_SCRIPT_BYTES`], else its head and its tail
+/// around what was cut, with its size.
+fn shown_script(script: &str) -> String {
+    let size = script.len();
+    if size <= SHOWN_SCRIPT_BYTES {
+        return format!("\"code\" ({size} bytes, all of it):\n```\n{script}\n```");
+    }
+    let half = SHOWN_SCRIPT_BYTES / 2;
+    let head_end = floor_boundary(script, half);
+    let tail_start = ceil_boundary(script, size - half);
+    let cut = tail_start - head_end;
+    format!(
+        "\"code\" ({size} bytes; its first {head_end} and last {} shown, {cut} bytes between them cut):\n```\n{}\n[… {cut} bytes cut …]\n{}\n```",
+        size - tail_start,
+        &script[..head_end],
+        &script[tail_start..]
+    )
+}
+
+fn floor_boundary(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+fn ceil_boundary(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at
 }
 
 /// Only an accepted form whose `approve` is true approves.
@@ -422,6 +516,74 @@ mod tests {
                 "required": ["name"]
             }),
         }
+    }
+
+    #[test]
+    fn a_question_shows_every_argument_and_the_path_first() {
+        let content = format!("#!/bin/sh\n{}", "A".repeat(5000));
+        let arguments = serde_json::json!({ "content": content, "path": "/rw/target.txt" });
+        let text = question_text("write_file", Some("run_code"), &arguments);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "Allow the tool `write_file` to run with these arguments, as the tool `run_code` asks?"
+        );
+        assert_eq!(lines[1], r#""path": "/rw/target.txt""#);
+        assert!(
+            lines[2].starts_with(r##""content": "#!/bin/sh\nAAA"##),
+            "{}",
+            lines[2]
+        );
+        assert!(
+            lines[2].ends_with("(5013 bytes in all, the first 300 shown)"),
+            "{}",
+            lines[2]
+        );
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(text.len() < 1024, "{}", text.len());
+    }
+
+    #[test]
+    fn a_question_shows_a_script_whole_up_to_its_bound_and_then_its_head_and_tail() {
+        let lines: Vec<String> = (0..300).map(|i| format!("x{i} = {i} * 2")).collect();
+        let mut script = lines.join("\n");
+        script.push_str("\nawait write_file(path=\"/rw/last.txt\", content=\"!\")");
+        assert!(script.len() > 4096 && script.len() < SHOWN_SCRIPT_BYTES);
+        let text = question_text(RUN_CODE, None, &serde_json::json!({ "code": script }));
+        assert!(text.contains(&script), "{text}");
+        assert!(text.contains("bytes, all of it"), "{text}");
+        let long = format!(
+            "{}\nawait write_file(path=\"/rw/end.txt\")",
+            "y = 1\n".repeat(10_000)
+        );
+        let text = question_text(RUN_CODE, None, &serde_json::json!({ "code": long }));
+        assert!(
+            text.contains("await write_file(path=\"/rw/end.txt\")"),
+            "the tail is shown"
+        );
+        assert!(text.starts_with("Allow the tool `run_code`"), "{text}");
+        assert!(
+            text.contains(&format!("({} bytes; its first", long.len())),
+            "{text}"
+        );
+        assert!(text.contains("bytes cut …]"), "{text}");
+        assert!(text.len() < SHOWN_SCRIPT_BYTES + 1024, "{}", text.len());
+    }
+
+    #[test]
+    fn a_question_lists_a_bounded_number_of_arguments() {
+        let many: serde_json::Map<String, Value> = (0..100)
+            .map(|i| (format!("k{i:03}"), Value::from(i)))
+            .collect();
+        let text = question_text("t", None, &Value::Object(many));
+        assert_eq!(text.lines().count(), 1 + SHOWN_ARGUMENTS + 1, "{text}");
+        assert!(
+            text.ends_with("… and 68 more arguments, not shown"),
+            "{text}"
+        );
+        let long_name = serde_json::json!({ "n".repeat(500): 1 });
+        let text = question_text("t", None, &long_name);
+        assert!(text.len() < 300, "{text}");
     }
 
     #[test]

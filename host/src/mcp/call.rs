@@ -25,11 +25,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::{CallContext, McpServer, Notify, approval, mapping, tasks};
-use crate::agent::{Approver, Permission};
-use crate::call::{Call, CallPolicy, Request};
+use crate::call::{Arguments, Call, CallOptions, CallPolicy, CallResult, Request};
+use crate::catalog::permissions::{Approver, Permission};
+use crate::catalog::registry::Registry;
+use crate::sandbox::outcome::{CancelToken, GuestEvent};
 #[cfg(feature = "otel")]
 use crate::telemetry::{CallOrigin, Telemetry};
-use crate::{Arguments, CallOptions, CallResult, CancelToken, GuestEvent, Registry};
 
 /// How to ask the user about a call: an approver, `None` when the client
 /// cannot be asked (or the rule does not ask), or the input-required result

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, LoggingLevel, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
-use crate::{CallResult, LogLevel, ToolInfo};
+use crate::call::CallResult;
+use crate::catalog::table::ToolInfo;
+use crate::sandbox::outcome::LogLevel;
 
 /// The `_meta` key under which every call result carries toolcage's own
 /// figures: `{"error_kind", "duration_ms", "fuel_used", "peak_memory_bytes",
@@ -33,7 +35,7 @@ pub const MAX_RESULT_SIZE_CHARS: usize = 500_000;
 /// `_meta` declares the largest result it can return, from its output limit
 /// (a byte is at most a character), so that a client with a smaller
 /// default cap takes it whole.
-pub fn tool(info: &ToolInfo, limits: Option<&crate::Limits>) -> Tool {
+pub fn tool(info: &ToolInfo, limits: Option<&crate::sandbox::limits::Limits>) -> Tool {
     let descriptor = &info.descriptor;
     let mut annotations = ToolAnnotations::new()
         .read_only(descriptor.hints.read_only)
@@ -159,7 +161,11 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Descriptor, ErrorKind, Hints, Logs, Source};
+    use crate::catalog::component::Descriptor;
+    use crate::catalog::component::Hints;
+    use crate::catalog::component::Source;
+    use crate::sandbox::outcome::ErrorKind;
+    use crate::sandbox::outcome::Logs;
     use std::time::Duration;
 
     fn info(output_schema: Option<Value>, hints: Hints) -> ToolInfo {
@@ -182,9 +188,9 @@ mod tests {
     #[test]
     fn the_result_size_cap_comes_from_the_output_limit() {
         let cap = |output_bytes| {
-            let limits = crate::Limits {
+            let limits = crate::sandbox::limits::Limits {
                 output_bytes,
-                ..crate::Limits::default()
+                ..crate::sandbox::limits::Limits::default()
             };
             let tool = tool(&info(None, Hints::default()), Some(&limits));
             tool.meta.unwrap().0[MAX_RESULT_SIZE_KEY].as_u64()
@@ -206,7 +212,7 @@ mod tests {
             fuel_used: 42,
             peak_memory_bytes: 1 << 20,
             slot_wait: Duration::from_micros(250),
-            net: crate::NetUsage::default(),
+            net: crate::sandbox::net::NetUsage::default(),
             logs: Logs::default(),
             nested: Vec::new(),
             nested_usage: None,

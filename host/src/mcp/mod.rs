@@ -62,8 +62,8 @@ pub use mapping::CALL_META_KEY;
 pub use serve::{Listener, ServeError, SessionError, Shutdown};
 pub use tasks::{InvalidTaskRoute, TaskOptions};
 
-use crate::LiveRegistry;
-use crate::agent::Permissions;
+use crate::catalog::live::LiveRegistry;
+use crate::catalog::permissions::Permissions;
 #[cfg(feature = "otel")]
 use crate::telemetry::Telemetry;
 
@@ -122,7 +122,7 @@ pub struct McpServer {
     /// The minimum level the client asked for with `logging/setLevel`.
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
     /// The sessions (before 2026-07-28) told when the tools change.
-    sessions: Sessions,
+    sessions: Peers,
     /// How long a call's progress may be quiet before the server reports
     /// for it; `None`: never.
     keep_alive: Option<Duration>,
@@ -138,7 +138,7 @@ pub struct McpServer {
 /// The initialized sessions of the older revisions, over every connection,
 /// and the task that tells them about changes (started with the first).
 #[derive(Clone, Default)]
-struct Sessions {
+struct Peers {
     peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
     announcer: Arc<OnceLock<tokio::task::JoinHandle<()>>>,
 }
@@ -154,7 +154,7 @@ impl McpServer {
             tools,
             in_flight: InFlight::default(),
             log_level: Arc::default(),
-            sessions: Sessions::default(),
+            sessions: Peers::default(),
             keep_alive: Some(DEFAULT_KEEP_ALIVE),
             tasks: Some(tasks::Tasks::new(TaskOptions::default())),
             code_mode_only: false,
@@ -390,7 +390,7 @@ impl McpServer {
     }
 }
 
-impl Sessions {
+impl Peers {
     /// Tells `peer` about changes of `tools` from now on, if it speaks a
     /// revision before 2026-07-28 (later ones use `subscriptions/listen`).
     fn add(&self, peer: Peer<RoleServer>, tools: &LiveRegistry) {

@@ -86,6 +86,55 @@ pub(super) fn quick_parse(bytes: &[u8]) -> Quick {
     }
 }
 
+/// The answer to a request that is not JSON text by JSON-RPC's strict
+/// reading (not UTF-8, or a lone surrogate such as `"\ud800"` in a string)
+/// but whose id can still be read: a parse error naming what is wrong, so
+/// that the client's call ends now rather than at its own timeout. `None`
+/// for JSON text, and for bytes without a readable request id (answering
+/// those could start an error storm with a peer that echoes what it cannot
+/// read).
+pub(super) fn unreadable_request(bytes: &[u8]) -> Option<rmcp::model::ServerJsonRpcMessage> {
+    let suspect = std::str::from_utf8(bytes).is_err() || may_hold_a_surrogate(bytes);
+    if !suspect {
+        return None;
+    }
+    let error = serde_json::from_slice::<serde_json::Value>(bytes).err()?;
+    if error.classify() != serde_json::error::Category::Syntax {
+        return None;
+    }
+    let id = readable_id(bytes)?;
+    let why = format!(
+        "the request is not valid JSON text ({error}): write it as UTF-8, every string valid Unicode (no lone surrogate such as \\ud800)"
+    );
+    Some(rmcp::model::ServerJsonRpcMessage::error(
+        rmcp::ErrorData::parse_error(why, None),
+        Some(id),
+    ))
+}
+
+/// Whether `bytes` hold a `\uD800`-`\uDFFF` escape (a surrogate, paired or
+/// not): only then can UTF-8 text fail JSON's reading of its strings.
+fn may_hold_a_surrogate(bytes: &[u8]) -> bool {
+    memchr::memmem::find_iter(bytes, b"\\u").any(|at| {
+        matches!(
+            bytes.get(at + 2..at + 4),
+            Some([b'd' | b'D', b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F'])
+        )
+    })
+}
+
+/// The `id` of a request whose strings need not be valid Unicode: serde
+/// skips the values it is not asked for without decoding them.
+fn readable_id(bytes: &[u8]) -> Option<rmcp::model::RequestId> {
+    #[derive(serde::Deserialize)]
+    struct Id {
+        id: Option<rmcp::model::RequestId>,
+        method: Option<serde::de::IgnoredAny>,
+    }
+    let read: Id = serde_json::from_slice(bytes).ok()?;
+    read.method.and(read.id)
+}
+
 /// What is wrong with the `params` of a `tools/call` request that rmcp
 /// could not read as a call (it then reads it as a request of an unknown
 /// method, and would answer "method not found"): a message for a -32602

@@ -6,9 +6,12 @@
 //! through rmcp's code wherever it can: every line that is not a plain call
 //! goes to rmcp's codec, which strips a byte order mark and a carriage
 //! return, parses, and skips a notification it cannot read; a line
-//! that is JSON but no message is answered with `Invalid Request`, one that
-//! is not JSON is ignored, as rmcp (and every official SDK) does; answers
-//! are written by rmcp's codec.
+//! that is JSON but no message is answered with `Invalid Request`; one that
+//! is not JSON (not UTF-8, or a lone surrogate such as `"\ud800"` in a
+//! string) is answered with `Parse error` when it is a request whose id can
+//! still be read, so that its caller is not left waiting, and ignored
+//! otherwise, as rmcp (and every official SDK) does; answers are written by
+//! rmcp's codec.
 //!
 //! Threat model: the client writes every byte of standard input. A line is
 //! held in memory up to [`LINE_CAP`] (rmcp's cap, so that what is accepted
@@ -34,7 +37,7 @@ use tokio::sync::Mutex;
 use tokio_util::codec::{Decoder, FramedRead, FramedWrite};
 
 use super::InFlight;
-use super::parse::{Quick, quick_parse};
+use super::parse::{Quick, quick_parse, unreadable_request};
 use rmcp::ErrorData as McpError;
 
 /// The longest line read, its newline included: rmcp's
@@ -79,11 +82,11 @@ impl<R: AsyncRead, W: AsyncWrite> StdioTransport<R, W> {
 
 impl<R, W> StdioTransport<R, W> {
     /// The message in `line` (a whole line, its newline included), `None`
-    /// for a line rmcp ignores, or rmcp's error.
+    /// for a line rmcp ignores, or rmcp's error with the line it read.
     fn message(
         &mut self,
         mut line: BytesMut,
-    ) -> Result<Option<ClientJsonRpcMessage>, JsonRpcMessageCodecError> {
+    ) -> Result<Option<ClientJsonRpcMessage>, (JsonRpcMessageCodecError, BytesMut)> {
         if let Quick::Call(call) = quick_parse(&line) {
             return Ok(Some(ClientJsonRpcMessage::Request(JsonRpcRequest {
                 jsonrpc: call.jsonrpc,
@@ -91,7 +94,8 @@ impl<R, W> StdioTransport<R, W> {
                 request: ClientRequest::CallToolRequest(call.request),
             })));
         }
-        self.rmcp.decode(&mut line)
+        let kept = line.clone();
+        self.rmcp.decode(&mut line).map_err(|e| (e, kept))
     }
 }
 
@@ -142,7 +146,7 @@ where
             match self.message(line) {
                 Ok(Some(message)) => return Some(message),
                 Ok(None) => {}
-                Err(JsonRpcMessageCodecError::Serde(e)) => {
+                Err((JsonRpcMessageCodecError::Serde(e), line)) => {
                     use serde_json::error::Category;
                     if let Category::Data | Category::Io = e.classify() {
                         // JSON, but not a message: no id to answer to.
@@ -152,13 +156,17 @@ where
                             None,
                         );
                         self.answering = Some(Box::pin(self.send(answer)));
+                    } else if let Some(answer) = unreadable_request(&line) {
+                        tracing::debug!("Unreadable request, answered: {e}");
+                        self.answering = Some(Box::pin(self.send(answer)));
                     } else {
-                        // Not JSON: answering could start an error storm
-                        // with a peer that echoes what it cannot read.
+                        // Not JSON and no request: answering could start an
+                        // error storm with a peer that echoes what it
+                        // cannot read.
                         tracing::debug!("Ignoring unparsable incoming message: {e}");
                     }
                 }
-                Err(e) => {
+                Err((e, _)) => {
                     tracing::error!("Error reading from stream: {e}");
                     return None;
                 }
@@ -315,6 +323,39 @@ mod tests {
 
     /// Every line rmcp's transport reads, read the same by this one: the
     /// same messages, the same answers, with a line cap of 128 bytes.
+    #[tokio::test]
+    async fn a_request_that_is_not_unicode_is_answered_when_its_id_can_be_read() {
+        let mut input = Vec::new();
+        for line in [
+            r#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"\ud800"}}}"#.as_bytes(),
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{\"name\":\"a\xff\"},\"id\":\"twelve\"}",
+            // No id, or not a request: nothing to answer.
+            r#"{"jsonrpc":"2.0","method":"notifications/x","params":{"v":"\udc00"}}"#.as_bytes(),
+            r#"{"id":13,"v":"\ud800"}"#.as_bytes(),
+        ] {
+            input.extend_from_slice(line);
+            input.push(b'\n');
+        }
+        let (messages, answers) = read_all(
+            |read, write| StdioTransport::with_line_cap(read, write, 1024),
+            &input,
+        )
+        .await;
+        assert!(messages.is_empty(), "{messages:#?}");
+        let answers: Vec<serde_json::Value> = answers
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(answers.len(), 2, "{answers:#?}");
+        assert_eq!(answers[0]["id"], 11);
+        assert_eq!(answers[1]["id"], "twelve");
+        for answer in &answers {
+            assert_eq!(answer["error"]["code"], -32700, "{answer}");
+            let message = answer["error"]["message"].as_str().unwrap();
+            assert!(message.contains("not valid JSON text"), "{message}");
+        }
+    }
+
     #[tokio::test]
     async fn lines_are_read_as_rmcp_reads_them() {
         let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}"#;

@@ -39,7 +39,7 @@ use rmcp::service::RequestContext;
 use rmcp::task_manager::current_timestamp;
 use rmcp::{ErrorData as McpError, RoleServer};
 
-use crate::CancelToken;
+use crate::sandbox::outcome::CancelToken;
 
 /// The extension's methods on a task (`taskId` in their params).
 pub(crate) const METHODS: [&str; 3] = ["tasks/get", "tasks/update", "tasks/cancel"];

@@ -21,6 +21,7 @@ pub(crate) use self::exports::toolcage::tool::tool::{
 };
 pub(crate) use self::toolcage::tool::host::Level;
 pub(crate) use self::toolcage::tool::tools::{
-    CallResult as WitCallResult, Entry as WitEntry, Request as WitRequest,
+    CallResult as WitCallResult, Entry as WitEntry, Identified as WitIdentified,
+    Request as WitRequest,
 };
 pub(crate) use self::wasi::config::store as config_store;

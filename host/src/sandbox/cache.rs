@@ -27,7 +27,6 @@
 //! removing the entries used least recently.
 
 use std::fs::{self, File, OpenOptions};
-use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -142,13 +141,6 @@ impl DiskCache {
     /// The directory, canonical.
     pub fn dir(&self) -> &Path {
         &self.dir
-    }
-
-    /// The key of the engine's compiled code: its compilation settings.
-    pub fn engine_key(engine: &wasmtime::Engine) -> String {
-        let mut hasher = Blake3Hasher(blake3::Hasher::new());
-        engine.precompile_compatibility_hash().hash(&mut hasher);
-        hasher.0.finalize().to_hex()[..16].to_string()
     }
 
     fn entry(&self, hash: &str, engine_key: &str) -> PathBuf {
@@ -360,21 +352,6 @@ fn unescape_mount_path(path: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// `std::hash::Hasher` over BLAKE3: the same input gives the same key in
-/// every process (the standard library's hashers promise no such thing).
-struct Blake3Hasher(blake3::Hasher);
-
-impl Hasher for Blake3Hasher {
-    fn write(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
-    }
-
-    fn finish(&self) -> u64 {
-        let hash = self.0.finalize();
-        u64::from_le_bytes(hash.as_bytes()[..8].try_into().expect("8 bytes"))
-    }
 }
 
 #[cfg(test)]

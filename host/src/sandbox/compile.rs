@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use wasmtime::component::Linker;
+use wasmtime::component::{Component, Linker};
 
 use super::bindings::ToolsetPre;
 use super::cache::DiskCache;
@@ -62,8 +62,9 @@ pub(crate) struct EngineHandle {
     pub engine_key: String,
 }
 
-/// Takes `content` compiled from the engine's disk cache, or compiles it,
-/// and links it. CPU-heavy and blocking: call it on a blocking thread.
+/// Takes `content` compiled from the engine's disk cache, or as the build
+/// compiled it (a bundled component), or compiles it, and links it.
+/// CPU-heavy and blocking: call it on a blocking thread.
 pub(crate) fn compile(
     engine: &EngineHandle,
     content: Content,
@@ -73,19 +74,11 @@ pub(crate) fn compile(
         .cache
         .as_ref()
         .and_then(|cache| cache.load(&engine.engine, &engine.engine_key, &hash));
-    let component = match cached {
+    let component = match cached.or_else(|| precompiled(engine, &content)) {
         Some(component) => component,
         None => {
             let bytes = content.into_bytes()?;
-            let bytes = bytes.as_slice();
-            match bytes.get(..8) {
-                Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => return Err(ComponentError::CoreModule),
-                Some([0, b'a', b's', b'm', ..]) => {}
-                _ => return Err(ComponentError::NotWasm),
-            }
-            check_imports(bytes)?;
-            let component = wasmtime::component::Component::new(&engine.engine, bytes)
-                .map_err(ComponentError::Compile)?;
+            let component = compile_bytes(engine, &bytes)?;
             match &engine.cache {
                 Some(cache) => cache.store(&engine.engine, &engine.engine_key, &hash, component),
                 None => component,
@@ -97,6 +90,50 @@ pub(crate) fn compile(
         .instantiate_pre(&component)
         .map_err(ComponentError::Link)?;
     ToolsetPre::new(pre).map_err(ComponentError::Export)
+}
+
+/// Checks untrusted bytes (a component, importing only what toolcage
+/// provides) and compiles them.
+fn compile_bytes(engine: &EngineHandle, bytes: &[u8]) -> Result<Component, ComponentError> {
+    match bytes.get(..8) {
+        Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => return Err(ComponentError::CoreModule),
+        Some([0, b'a', b's', b'm', ..]) => {}
+        _ => return Err(ComponentError::NotWasm),
+    }
+    check_imports(bytes)?;
+    Component::new(&engine.engine, bytes).map_err(ComponentError::Compile)
+}
+
+/// The code the build compiled a bundled component to, when this engine
+/// can run it: compiled with the same settings ([`super::codegen`]) on a
+/// machine with the CPU features this one has. Otherwise `None`, with a
+/// notice, and the component is compiled (once: the disk cache keeps it).
+fn precompiled(engine: &EngineHandle, content: &Content) -> Option<Component> {
+    let precompiled = content.precompiled?;
+    let fits = precompiled.engine_key == engine.engine_key
+        && wasmtime::Engine::detect_precompiled(precompiled.code)
+            == Some(wasmtime::Precompiled::Component);
+    // SAFETY: the code was made by `Engine::precompile_component` in this
+    // binary's own build script and embedded in the binary: it is as
+    // trusted as the binary. wasmtime checks its version and settings
+    // against the engine again before using it.
+    #[allow(unsafe_code)]
+    let loaded = fits.then(|| unsafe { Component::deserialize(&engine.engine, precompiled.code) });
+    match loaded {
+        Some(Ok(component)) => Some(component),
+        Some(Err(e)) => {
+            tracing::info!(
+                "a bundled tool's precompiled code does not fit this machine ({e:#}): compiling it"
+            );
+            None
+        }
+        None => {
+            tracing::info!(
+                "a bundled tool was precompiled for another machine or engine settings: compiling it"
+            );
+            None
+        }
+    }
 }
 
 /// The interfaces a component may import: WASI 0.2's, as

@@ -6,6 +6,7 @@
 //! live registry's change detection go by; a file that changes between the
 //! hash and the read is refused, so what is compiled is what was hashed.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 /// The largest component file loaded.
@@ -41,11 +42,23 @@ pub(crate) enum ContentError {
 /// and a live registry's change detection go by, and its bytes, or the file
 /// holding them. A file's bytes are read into memory only if they must be
 /// compiled: when a compile cache holds the component, the file is only
-/// hashed as it streams by.
+/// hashed as it streams by. A bundled component also carries the code the
+/// build compiled it to.
 pub(crate) struct Content {
     pub hash: String,
-    bytes: Option<Vec<u8>>,
+    bytes: Option<Cow<'static, [u8]>>,
     file: Option<PathBuf>,
+    /// Compiled by this binary's build (see `codegen`), if it was.
+    pub precompiled: Option<Precompiled>,
+}
+
+/// A component's code as the build compiled it: wasmtime's serialized form
+/// and the [`engine_key`](super::codegen::engine_key) of the engine that
+/// made it.
+#[derive(Clone, Copy)]
+pub(crate) struct Precompiled {
+    pub code: &'static [u8],
+    pub engine_key: &'static str,
 }
 
 impl Content {
@@ -54,8 +67,9 @@ impl Content {
     pub async fn of_bytes(bytes: Vec<u8>) -> Result<Self, ContentError> {
         tokio::task::spawn_blocking(move || Content {
             hash: blake3::hash(&bytes).to_hex().to_string(),
-            bytes: Some(bytes),
+            bytes: Some(Cow::Owned(bytes)),
             file: None,
+            precompiled: None,
         })
         .await
         .map_err(|source| ContentError::Thread {
@@ -77,6 +91,7 @@ impl Content {
                 hash: hasher.finalize().to_hex().to_string(),
                 bytes: None,
                 file: Some(path),
+                precompiled: None,
             })
         })
         .await
@@ -86,10 +101,27 @@ impl Content {
         })?
     }
 
+    /// A component built into the binary: its bytes, their hash, and its
+    /// code when the build compiled it, all from the build (nothing is
+    /// copied or hashed at run time).
+    #[cfg(feature = "bundled-tools")]
+    pub(crate) fn bundled(
+        bytes: &'static [u8],
+        hash: &'static str,
+        precompiled: Option<Precompiled>,
+    ) -> Self {
+        Content {
+            hash: hash.to_string(),
+            bytes: Some(Cow::Borrowed(bytes)),
+            file: None,
+            precompiled,
+        }
+    }
+
     /// The bytes. A file is read now (blocking), and refused
     /// ([`ContentError::Changed`]) if it no longer has the content that
     /// was hashed.
-    pub fn into_bytes(self) -> Result<Vec<u8>, ContentError> {
+    pub fn into_bytes(self) -> Result<Cow<'static, [u8]>, ContentError> {
         use std::io::Read;
         if let Some(bytes) = self.bytes {
             return Ok(bytes);
@@ -102,7 +134,7 @@ impl Content {
         if blake3::hash(&bytes).to_hex().as_str() != self.hash {
             return Err(ContentError::Changed);
         }
-        Ok(bytes)
+        Ok(Cow::Owned(bytes))
     }
 }
 

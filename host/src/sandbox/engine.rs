@@ -50,6 +50,7 @@ use wasmtime::{Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 use super::bindings::ToolsetPre;
 use super::cache::OwnedDirError;
 use super::cache::{DEFAULT_DISK_CACHE_BYTES, DiskCache};
+use super::codegen;
 use super::compile::ComponentError;
 use super::compile::{EngineHandle, compile};
 use super::content::Content;
@@ -383,11 +384,8 @@ impl Engines {
     }
 
     fn new_engine(&self, shape: SlotShape) -> Result<EngineHandle, RuntimeError> {
-        let mut config = wasmtime::Config::new();
+        let mut config = codegen::compiler_config();
         config
-            .wasm_component_model(true)
-            .consume_fuel(true)
-            .epoch_interruption(true)
             .max_wasm_stack(shape.stack_bytes)
             // The fiber a call runs on must hold the wasm stack plus the host
             // functions it calls.
@@ -408,7 +406,7 @@ impl Engines {
         let mut linker = Linker::new(&engine);
         state::add_to_linker(&mut linker).map_err(|e| RuntimeError::Engine(e.into()))?;
         Ok(EngineHandle {
-            engine_key: DiskCache::engine_key(&engine),
+            engine_key: codegen::engine_key(&engine),
             engine,
             linker: Arc::new(linker),
             cache: self.cache.clone(),

@@ -13,6 +13,7 @@
 //! - `run`: admitting and running a call;
 //! - `engine`: the engines, their pools and the epoch ticker;
 //! - `compile`, `cache`, `content`: compiling and linking a component;
+//! - `codegen`: the compiler's settings, which the build shares;
 //! - `state`: a call's Store state, composing the capabilities below;
 //! - the capabilities and grants: `outcome` (the guest's events), `settings`,
 //!   `tools`, `net`, `secrets`, `mount`, `limits`, `slots`;
@@ -20,6 +21,7 @@
 
 pub(crate) mod bindings;
 pub(crate) mod cache;
+pub(crate) mod codegen;
 pub(crate) mod compile;
 pub(crate) mod content;
 pub(crate) mod engine;

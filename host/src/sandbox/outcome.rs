@@ -160,6 +160,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind.
+    #[cfg(test)]
     const ALL: [ErrorKind; 13] = [
         ErrorKind::NotFound,
         ErrorKind::InvalidArguments,
@@ -175,11 +176,6 @@ impl ErrorKind {
         ErrorKind::NestedLimit,
         ErrorKind::Unavailable,
     ];
-
-    /// The kind named `name` ([`as_str`](Self::as_str)'s), if any.
-    pub(crate) fn from_name(name: &str) -> Option<ErrorKind> {
-        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
-    }
 
     /// The kind's name as it appears in JSON (`out_of_fuel`, …).
     pub fn as_str(self) -> &'static str {
@@ -342,17 +338,34 @@ impl toolcage::tool::host::Host for GuestEvents {
     }
 }
 
+/// `message`, followed by the last lines the guest wrote to stderr (where a
+/// Rust panic message lands), if any.
+pub(crate) fn with_stderr(message: String, stderr: &str) -> String {
+    const TAIL_LINES: usize = 10;
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return message;
+    }
+    let tail = &lines[lines.len().saturating_sub(TAIL_LINES)..];
+    format!(
+        "{message}\nThe tool's last words (stderr):\n{}",
+        tail.join("\n")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use toolcage::tool::host::Host;
 
     #[test]
-    fn every_kind_is_found_by_its_name() {
+    fn every_kind_serializes_as_its_name() {
         for kind in ErrorKind::ALL {
-            assert_eq!(ErrorKind::from_name(kind.as_str()), Some(kind));
+            let json = serde_json::to_value(kind).unwrap();
+            assert_eq!(json, kind.as_str());
+            assert_eq!(serde_json::from_value::<ErrorKind>(json).unwrap(), kind);
         }
-        assert_eq!(ErrorKind::from_name("no_such_kind"), None);
+        assert!(serde_json::from_str::<ErrorKind>("\"no_such_kind\"").is_err());
     }
 
     #[test]

@@ -17,7 +17,8 @@ use std::time::Instant;
 
 use futures::future::BoxFuture;
 
-use super::bindings::{WitCallResult, WitEntry, WitRequest, toolcage};
+use super::bindings::{WitCallResult, WitEntry, WitIdentified, WitRequest, toolcage};
+use super::outcome::ErrorKind;
 use super::slots::Slots;
 
 /// One nested call a guest asks for.
@@ -33,7 +34,7 @@ pub(crate) struct NestedRequest {
 pub(crate) struct NestedResponse {
     pub call_id: String,
     pub is_error: bool,
-    pub error_kind: Option<&'static str>,
+    pub error_kind: Option<ErrorKind>,
     pub output: String,
     /// JSON text.
     pub details: Option<String>,
@@ -43,6 +44,8 @@ pub(crate) struct NestedResponse {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CallableTool {
     pub name: String,
+    /// The identifier a script calls it by, one to one over the registry.
+    pub identifier: Option<String>,
     pub description: String,
     /// JSON text.
     pub input_schema: String,
@@ -100,7 +103,7 @@ fn not_here(tool: &str) -> NestedResponse {
     NestedResponse {
         call_id: String::new(),
         is_error: true,
-        error_kind: Some("unsupported"),
+        error_kind: Some(ErrorKind::Unsupported),
         output: format!(
             "`{tool}` was not called: a tool can call tools only while it runs a call, not while it is loaded and describes itself."
         ),
@@ -113,31 +116,46 @@ impl From<NestedResponse> for WitCallResult {
         WitCallResult {
             call_id: response.call_id,
             is_error: response.is_error,
-            error_kind: response.error_kind.map(str::to_string),
+            error_kind: response.error_kind.map(|kind| kind.as_str().to_string()),
             output: response.output,
             details: response.details,
         }
     }
 }
 
-impl From<CallableTool> for WitEntry {
+impl From<CallableTool> for WitIdentified {
     fn from(tool: CallableTool) -> Self {
-        WitEntry {
-            name: tool.name,
-            description: tool.description,
-            input_schema: tool.input_schema,
-            output_schema: tool.output_schema,
-            read_only: tool.read_only,
+        WitIdentified {
+            identifier: tool.identifier,
+            entry: WitEntry {
+                name: tool.name,
+                description: tool.description,
+                input_schema: tool.input_schema,
+                output_schema: tool.output_schema,
+                read_only: tool.read_only,
+            },
+        }
+    }
+}
+
+impl ToolsCtx {
+    fn callable_tools(&self) -> Vec<CallableTool> {
+        match &self.calls {
+            Some((calls, _)) => calls.callable(),
+            None => Vec::new(),
         }
     }
 }
 
 impl toolcage::tool::tools::Host for ToolsCtx {
     fn callable(&mut self) -> Vec<WitEntry> {
-        let Some((calls, _)) = &self.calls else {
-            return Vec::new();
-        };
-        calls.callable().into_iter().map(WitEntry::from).collect()
+        let tools = self.callable_tools().into_iter();
+        tools.map(|tool| WitIdentified::from(tool).entry).collect()
+    }
+
+    fn callable_identified(&mut self) -> Vec<WitIdentified> {
+        let tools = self.callable_tools().into_iter();
+        tools.map(WitIdentified::from).collect()
     }
 
     async fn call(&mut self, name: String, arguments: String) -> WitCallResult {

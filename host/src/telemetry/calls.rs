@@ -21,9 +21,12 @@ use opentelemetry::{Context, KeyValue, StringValue};
 use opentelemetry_sdk::trace::SdkTracer;
 
 use super::{CallOrigin, Inner, MAX_UNKNOWN_NAME_BYTES, Telemetry, Transport, clamp, cut};
-use crate::call::{CallSpan, Permission, Timings, Tracer};
+use crate::call::{CallResult, CallSpan, Timings, Tracer};
+use crate::catalog::permissions::Permission;
+use crate::catalog::table::ToolInfo;
 use crate::sandbox::limits::Limits;
-use crate::{CallResult, ErrorKind, NetUsage, ToolInfo};
+use crate::sandbox::net::NetUsage;
+use crate::sandbox::outcome::ErrorKind;
 
 /// The most calls waiting for their spans and metrics: past it, a call is
 /// left out of telemetry rather than waited for.
@@ -203,7 +206,7 @@ struct Served {
 impl Served {
     fn of(info: &ToolInfo, limits: Option<&Limits>) -> Self {
         let digest = match &info.source {
-            crate::Source::Oci { digest, .. } => digest.clone().into(),
+            crate::catalog::component::Source::Oci { digest, .. } => digest.clone().into(),
             _ => format!("blake3:{}", info.component_hash).into(),
         };
         Served {

@@ -54,8 +54,10 @@ pub use calls::QUEUE_CALLS;
 pub use otlp::{EnvSettings, TelemetryError};
 pub use prometheus::PrometheusReader;
 
-use crate::call::Tracer;
-use crate::{CallPolicy, ErrorKind, LiveRegistry, Runtime};
+use crate::call::{CallPolicy, Tracer};
+use crate::catalog::live::LiveRegistry;
+use crate::sandbox::engine::Runtime;
+use crate::sandbox::outcome::ErrorKind;
 
 /// The instrumentation scope's name.
 const SCOPE: &str = "toolcage";

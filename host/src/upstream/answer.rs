@@ -9,11 +9,11 @@
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use serde_json::{Value, json};
 
-use crate::catalog::upstream::Answer;
-use crate::sandbox::human_bytes;
+use crate::catalog::upstream::UpstreamAnswer;
+use crate::sandbox::text::human_bytes;
 
 /// What `result` says, as an answer.
-pub(super) fn from_result(result: CallToolResult) -> Answer {
+pub(super) fn from_result(result: CallToolResult) -> UpstreamAnswer {
     let is_error = result.is_error.unwrap_or(false);
     let mut lines = Vec::new();
     let mut others = Vec::new();
@@ -37,7 +37,7 @@ pub(super) fn from_result(result: CallToolResult) -> Answer {
     {
         output = details.to_string();
     }
-    Answer::Answered {
+    UpstreamAnswer::Answered {
         output,
         details,
         is_error,

@@ -5,13 +5,16 @@ use std::time::Duration;
 
 use rmcp::model::Tool;
 
-use super::link::Link;
-use super::{MAX_TOOLS_PER_SERVER, McpServer};
-use crate::LoadError;
+use super::MAX_TOOLS_PER_SERVER;
+use super::error::LinkError;
+use super::lifecycle::Link;
+use super::server::UpstreamServer;
 use crate::catalog::component::Source;
+use crate::catalog::error::LoadError;
 use crate::catalog::live::LiveRegistry;
-use crate::catalog::registry::{Entry, FileReport, Provider, Registry};
+use crate::catalog::registry::{FileReport, Registry};
 use crate::catalog::schema::{self, CheckedTool};
+use crate::catalog::table::{Entry, Provider, ToolInfo};
 use crate::catalog::upstream::UpstreamTool;
 use crate::sandbox::bindings::{WitDescriptor, WitHints};
 use crate::sandbox::limits::Limits;
@@ -26,7 +29,7 @@ impl Registry {
     /// registered; a tool whose descriptor fails the checks is skipped with
     /// a warning naming it. The server runs for as long as the registry (or
     /// any snapshot of it) holds one of its tools.
-    pub async fn load_mcp_server(&mut self, server: &McpServer) -> FileReport {
+    pub async fn load_mcp_server(&mut self, server: &UpstreamServer) -> FileReport {
         let (mut report, entries, _) = prepare(self, server).await;
         let offerer = report.component.clone();
         self.register_entries(&offerer, &entries, &mut report);
@@ -38,7 +41,7 @@ impl Registry {
     /// Starts every server of `servers` at once, then registers their tools
     /// in the order given (first name wins): a server slow to start delays
     /// the others by at most its start-up timeout.
-    pub async fn load_mcp_servers(&mut self, servers: &[McpServer]) -> Vec<FileReport> {
+    pub async fn load_mcp_servers(&mut self, servers: &[UpstreamServer]) -> Vec<FileReport> {
         let prepared = futures::future::join_all(servers.iter().map(|s| prepare(self, s))).await;
         let mut reports = Vec::new();
         for (mut report, entries, _) in prepared {
@@ -61,14 +64,14 @@ impl LiveRegistry {
     /// `notifications/tools/list_changed` lists its tools again and swaps
     /// them in atomically, under the same first-wins rules, and its
     /// subscribers hear of the change (as after a reload).
-    pub async fn load_mcp_server(&self, server: &McpServer) -> FileReport {
+    pub async fn load_mcp_server(&self, server: &UpstreamServer) -> FileReport {
         let (report, entries, offer) = prepare(&self.current(), server).await;
         self.add_server(report, entries, offer).await
     }
 
     /// Starts every server of `servers` at once, then adds their tools in
     /// the order given, as [`load_mcp_server`](Self::load_mcp_server) does.
-    pub async fn load_mcp_servers(&self, servers: &[McpServer]) -> Vec<FileReport> {
+    pub async fn load_mcp_servers(&self, servers: &[UpstreamServer]) -> Vec<FileReport> {
         let current = self.current();
         let prepared =
             futures::future::join_all(servers.iter().map(|s| prepare(&current, s))).await;
@@ -98,7 +101,7 @@ type Prepared = (FileReport, Vec<Arc<Entry>>, Option<Offer>);
 
 /// Starts `server` and makes an entry of each tool it offers, for
 /// `registry`'s secrets and limits.
-async fn prepare(registry: &Registry, server: &McpServer) -> Prepared {
+async fn prepare(registry: &Registry, server: &UpstreamServer) -> Prepared {
     let mut report = FileReport {
         component: server.component_name(),
         source: Source::Mcp {
@@ -110,23 +113,25 @@ async fn prepare(registry: &Registry, server: &McpServer) -> Prepared {
     };
     let secrets = registry.secrets().clone();
     let egress = registry.shared_network();
-    let (link, tools) = match Link::start(server.clone(), secrets.clone(), egress).await {
+    let limits = server.limits_or(registry.default_limits());
+    let started = Link::start(server.clone(), secrets.clone(), egress, limits.output_bytes);
+    let (link, tools) = match started.await {
         Ok(started) => started,
-        Err(message) => {
-            tracing::warn!(server = %server.name(), "{message}");
-            report.error = Some(LoadError::Upstream(message));
+        Err(error) => {
+            tracing::warn!(server = %server.name(), "{error}");
+            report.error = Some(LoadError::upstream(error));
             return (report, Vec::new(), None);
         }
     };
-    if let Err(message) = within_cap(server, &tools) {
-        tracing::warn!(server = %server.name(), "{message}");
-        report.error = Some(LoadError::Upstream(message));
+    if let Err(error) = within_cap(server, &tools) {
+        tracing::warn!(server = %server.name(), "{error}");
+        report.error = Some(LoadError::upstream(error));
         return (report, Vec::new(), None);
     }
     let offer = Offer {
         server: server.clone(),
         link,
-        limits: server.limits_or(registry.default_limits()),
+        limits,
         secrets,
     };
     let entries = offer.entries(tools, &[]);
@@ -136,7 +141,7 @@ async fn prepare(registry: &Registry, server: &McpServer) -> Prepared {
 /// What a started server's tools are made of.
 #[derive(Clone)]
 struct Offer {
-    server: McpServer,
+    server: UpstreamServer,
     link: Arc<Link>,
     limits: Limits,
     secrets: Secrets,
@@ -169,7 +174,7 @@ impl Offer {
                 entries.push(same.clone());
                 continue;
             }
-            let info = crate::ToolInfo {
+            let info = ToolInfo {
                 descriptor: checked.descriptor,
                 component: server.component_name(),
                 source: source.clone(),
@@ -182,12 +187,9 @@ impl Offer {
                 link: self.link.clone(),
                 secrets: self.secrets.clone(),
             };
-            entries.push(Arc::new(Entry {
-                info,
-                provider: Provider::Upstream(Arc::new(tool)),
-                input: checked.input,
-                output: checked.output,
-            }));
+            let provider = Provider::Upstream(Arc::new(tool));
+            let entry = Entry::new(info, provider, checked.input, checked.output);
+            entries.push(Arc::new(entry));
         }
         entries
     }
@@ -242,20 +244,20 @@ async fn gone<T: Clone>(reports: &mut tokio::sync::broadcast::Receiver<T>) {
 
 /// Refuses a list in which `server` offers more than
 /// [`MAX_TOOLS_PER_SERVER`] tools, saying how to narrow it.
-fn within_cap(server: &McpServer, tools: &[Tool]) -> Result<(), String> {
+fn within_cap(server: &UpstreamServer, tools: &[Tool]) -> Result<(), LinkError> {
     let offered = tools.iter().filter(|t| server.offers(&t.name)).count();
     if offered <= MAX_TOOLS_PER_SERVER {
         return Ok(());
     }
-    Err(format!(
-        "the MCP server `{}` offers {offered} tools; a server may offer at most {MAX_TOOLS_PER_SERVER}: choose the ones to keep with `tools` or `exclude_tools`",
-        server.name()
-    ))
+    Err(LinkError::TooManyTools {
+        server: server.name().to_string(),
+        offered,
+    })
 }
 
 /// The upstream tool `tool` as a registry descriptor, checked like a
 /// component's.
-fn checked(server: &McpServer, tool: &rmcp::model::Tool) -> Result<CheckedTool, String> {
+fn checked(server: &UpstreamServer, tool: &rmcp::model::Tool) -> Result<CheckedTool, String> {
     let annotations = tool.annotations.clone().unwrap_or_default();
     let json = |object: &rmcp::model::JsonObject| serde_json::Value::Object(object.clone());
     schema::check_descriptor(WitDescriptor {
@@ -291,4 +293,187 @@ fn hints(annotations: &rmcp::model::ToolAnnotations) -> WitHints {
     .into_iter()
     .filter(|(set, _)| *set)
     .fold(WitHints::empty(), |hints, (_, flag)| hints | flag)
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{JsonObject, ToolAnnotations};
+    use serde_json::json;
+
+    use super::*;
+    use crate::catalog::component::Hints;
+
+    fn object(value: serde_json::Value) -> Arc<JsonObject> {
+        match value {
+            serde_json::Value::Object(object) => Arc::new(object),
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    /// A tool named `name`, taking an object.
+    fn tool(name: &str) -> Tool {
+        Tool::new(
+            name.to_string(),
+            "does things",
+            object(json!({ "type": "object" })),
+        )
+    }
+
+    fn server() -> UpstreamServer {
+        UpstreamServer::stdio("gh", "x").unwrap()
+    }
+
+    /// The descriptor `checked` makes of `tool`, or why it refused it.
+    fn descriptor(server: &UpstreamServer, tool: &Tool) -> Result<CheckedTool, String> {
+        checked(server, tool)
+    }
+
+    fn refused(server: &UpstreamServer, tool: &Tool) -> String {
+        match descriptor(server, tool) {
+            Ok(checked) => panic!("{:?} was taken", checked.descriptor),
+            Err(why) => why,
+        }
+    }
+
+    #[test]
+    fn a_tool_is_registered_under_the_servers_prefix() {
+        let checked = descriptor(&server(), &tool("get-sum")).unwrap();
+        assert_eq!(checked.descriptor.name, "mcp__gh__get-sum");
+        assert_eq!(checked.descriptor.description, "does things");
+        assert_eq!(checked.descriptor.input_schema, json!({ "type": "object" }));
+        assert!(checked.output.is_none());
+
+        let prefixed = server().prefix("git_").unwrap();
+        let checked = descriptor(&prefixed, &tool("get-sum")).unwrap();
+        assert_eq!(checked.descriptor.name, "git_get-sum");
+        let bare = server().prefix("").unwrap();
+        let checked = descriptor(&bare, &tool("get-sum")).unwrap();
+        assert_eq!(checked.descriptor.name, "get-sum");
+    }
+
+    #[test]
+    fn the_title_is_the_tools_own_else_its_annotations() {
+        let annotated = tool("t").annotate(ToolAnnotations::with_title("From annotations"));
+        let checked = descriptor(&server(), &annotated).unwrap();
+        assert_eq!(
+            checked.descriptor.title.as_deref(),
+            Some("From annotations")
+        );
+        let titled = annotated.with_title("Its own");
+        let checked = descriptor(&server(), &titled).unwrap();
+        assert_eq!(checked.descriptor.title.as_deref(), Some("Its own"));
+        let checked = descriptor(&server(), &tool("t")).unwrap();
+        assert_eq!(checked.descriptor.title, None);
+
+        let mut undescribed = tool("t");
+        undescribed.description = None;
+        let checked = descriptor(&server(), &undescribed).unwrap();
+        assert_eq!(checked.descriptor.description, "");
+    }
+
+    #[test]
+    fn a_bad_descriptor_is_refused_saying_why() {
+        let why = refused(&server(), &tool("a b"));
+        assert!(why.contains("\"mcp__gh__a b\""), "{why}");
+        // Within the name limit on the server, past it once prefixed.
+        let long = "x".repeat(60);
+        assert!(descriptor(&server().prefix("").unwrap(), &tool(&long)).is_ok());
+        let why = refused(&server(), &tool(&long));
+        assert!(why.contains("does not match"), "{why}");
+
+        let mut not_an_object = tool("t");
+        not_an_object.input_schema = object(json!({ "type": "string" }));
+        let why = refused(&server(), &not_an_object);
+        assert!(why.contains(r#""type": "object""#), "{why}");
+
+        let mut bad_output = tool("t");
+        bad_output.output_schema = Some(object(json!({ "type": 12 })));
+        let why = refused(&server(), &bad_output);
+        assert!(
+            why.contains("output-schema is not a valid JSON Schema"),
+            "{why}"
+        );
+        let mut good_output = tool("t");
+        good_output.output_schema = Some(object(json!({ "type": "object" })));
+        let checked = descriptor(&server(), &good_output).unwrap();
+        assert!(checked.output.is_some());
+        assert_eq!(
+            checked.descriptor.output_schema,
+            Some(json!({ "type": "object" }))
+        );
+    }
+
+    #[test]
+    fn hints_take_mcps_defaults_when_the_server_says_nothing() {
+        let hints_of = |annotations: ToolAnnotations| {
+            let tool = tool("t").annotate(annotations);
+            descriptor(&server(), &tool).unwrap().descriptor.hints
+        };
+        let unsaid = Hints {
+            read_only: false,
+            idempotent: false,
+            destructive: true,
+            open_world: true,
+        };
+        assert_eq!(hints_of(ToolAnnotations::new()), unsaid);
+        assert_eq!(
+            descriptor(&server(), &tool("t")).unwrap().descriptor.hints,
+            unsaid
+        );
+        // Read-only is never destructive, whatever else it says.
+        let read_only = hints_of(ToolAnnotations::new().read_only(true).destructive(true));
+        assert!(read_only.read_only && !read_only.destructive && read_only.open_world);
+        let closed = hints_of(
+            ToolAnnotations::new()
+                .idempotent(true)
+                .destructive(false)
+                .open_world(false),
+        );
+        let expected = Hints {
+            read_only: false,
+            idempotent: true,
+            destructive: false,
+            open_world: false,
+        };
+        assert_eq!(closed, expected);
+
+        let flags = hints(&ToolAnnotations::new().read_only(true).open_world(false));
+        assert!(flags.contains(WitHints::READ_ONLY));
+        assert!(!flags.contains(WitHints::DESTRUCTIVE));
+        assert!(!flags.contains(WitHints::OPEN_WORLD));
+        assert!(!flags.contains(WitHints::IDEMPOTENT));
+    }
+
+    /// `count` tools, `t000`, `t001`, …
+    fn tools(count: usize) -> Vec<Tool> {
+        (0..count).map(|i| tool(&format!("t{i:03}"))).collect()
+    }
+
+    #[test]
+    fn a_server_may_offer_at_most_its_cap_once_its_patterns_chose() {
+        assert!(within_cap(&server(), &tools(MAX_TOOLS_PER_SERVER)).is_ok());
+        assert!(within_cap(&server(), &[]).is_ok());
+        let over = tools(MAX_TOOLS_PER_SERVER + 1);
+        let Err(error) = within_cap(&server(), &over) else {
+            panic!("{} tools taken", over.len());
+        };
+        assert!(matches!(
+            error,
+            LinkError::TooManyTools { offered, .. } if offered == MAX_TOOLS_PER_SERVER + 1
+        ));
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the MCP server `gh` offers {} tools; a server may offer at most {MAX_TOOLS_PER_SERVER}: choose the ones to keep with `tools` or `exclude_tools`",
+                MAX_TOOLS_PER_SERVER + 1
+            )
+        );
+        // Only what the patterns take counts.
+        let narrowed = server().exclude_tools(["t000"]).unwrap();
+        assert!(within_cap(&narrowed, &over).is_ok());
+        let chosen = server().tools(["t00*"]).unwrap();
+        assert!(within_cap(&chosen, &over).is_ok());
+        let still_over = server().exclude_tools(["nothing*"]).unwrap();
+        assert!(within_cap(&still_over, &over).is_err());
+    }
 }

@@ -22,25 +22,39 @@
 //! (a bad one is skipped with a diagnostic, the others load), a server that
 //! does not initialize within its start-up timeout is reported and skipped,
 //! a call waits at most the call's timeout (then is cancelled upstream), an
-//! answer over the output limit is refused (over 16 MiB in one message the
-//! connection is dropped unread), events are bounded and redacted, a flood
+//! answer over the output limit is refused (one too long to read, past six
+//! times the limit and 16 MiB, is skipped unread, `oversize`: its call ends
+//! as `output_limit` and the server keeps running), events are bounded and
+//! redacted, a flood
 //! of list changes costs one `tools/list` per pause, a server may offer at
 //! most [`MAX_TOOLS_PER_SERVER`] tools (more would flood the registry and a
 //! model's context), and a server that dies is started again in the
 //! background after a pause that grows while it keeps dying (its list of
 //! tools taken again), its tools answering `unavailable` meanwhile.
 
-#[cfg(feature = "mcp")]
+#[cfg(feature = "mcp-client")]
 mod answer;
-#[cfg(feature = "mcp")]
+#[cfg(feature = "mcp-client")]
+mod client;
+#[cfg(feature = "mcp-client")]
+mod error;
+#[cfg(feature = "mcp-client")]
 mod http;
-#[cfg(feature = "mcp")]
-mod link;
-#[cfg(feature = "mcp")]
+#[cfg(feature = "mcp-client")]
+mod lifecycle;
+#[cfg(feature = "mcp-client")]
 mod load;
+#[cfg(feature = "mcp-client")]
+mod oversize;
+#[cfg(feature = "mcp-client")]
+mod process;
 mod server;
+#[cfg(feature = "mcp-client")]
+mod session;
 
-pub use server::{Bubblewrap, DEFAULT_STARTUP_TIMEOUT, EnvValue, McpServer, McpServerError};
+pub use server::{
+    Bubblewrap, DEFAULT_STARTUP_TIMEOUT, EnvValue, UpstreamServer, UpstreamServerError,
+};
 
 /// The most tools one upstream server may offer, once its `tools` and
 /// `exclude_tools` patterns have chosen: as for a component
@@ -48,4 +62,4 @@ pub use server::{Bubblewrap, DEFAULT_STARTUP_TIMEOUT, EnvValue, McpServer, McpSe
 /// flood of the registry and of a model's context. A server that offers
 /// more at start is refused, naming the patterns that would narrow it; one
 /// whose list grows past it later keeps the tools it had, with a warning.
-pub const MAX_TOOLS_PER_SERVER: usize = crate::MAX_TOOLS_PER_COMPONENT;
+pub const MAX_TOOLS_PER_SERVER: usize = crate::catalog::registry::MAX_TOOLS_PER_COMPONENT;

@@ -1,10 +1,15 @@
 //! What the operator says of an upstream MCP server: how to start it, which
 //! of its tools to take, and under which names.
 
+#[cfg(feature = "mcp-client")]
+use std::path::Path;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::catalog::pattern::{glob_match, is_pattern};
+#[cfg(feature = "mcp-client")]
+use crate::catalog::pattern::glob_match;
+use crate::catalog::pattern::is_pattern;
+#[cfg(feature = "mcp-client")]
 use crate::sandbox::limits::Limits;
 use crate::sandbox::mount::Mount;
 use crate::sandbox::secrets::Injection;
@@ -14,7 +19,7 @@ use crate::sandbox::secrets::Injection;
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An upstream MCP server that toolcage starts over stdio and calls as a
-/// client. Deny by default, from [`McpServer::stdio`]:
+/// client. Deny by default, from [`UpstreamServer::stdio`]:
 /// - the environment is **empty**: only the variables named with
 ///   [`env`](Self::env) reach the server (name `PATH` too if it needs one);
 /// - the working directory is toolcage's own unless [`cwd`](Self::cwd);
@@ -28,7 +33,7 @@ pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// - it is not confined: it runs with toolcage's rights, unless
 ///   [`bubblewrap`](Self::bubblewrap) confines it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct McpServer {
+pub struct UpstreamServer {
     name: String,
     /// The Streamable HTTP endpoint, for a remote server; else the
     /// command runs a stdio one.
@@ -57,12 +62,26 @@ pub struct McpServer {
 pub struct Bubblewrap {
     mounts: Vec<Mount>,
     network: bool,
+    program: Option<PathBuf>,
 }
 
 impl Bubblewrap {
-    /// No mounts, no network.
+    /// No mounts, no network, `bwrap` found on toolcage's `PATH`.
     pub fn new() -> Bubblewrap {
         Bubblewrap::default()
+    }
+
+    /// Runs the `bwrap` at `path` rather than the one on `PATH` (an
+    /// unpacked package, say). It is started as toolcage's own user.
+    pub fn program(mut self, path: impl Into<PathBuf>) -> Self {
+        self.program = Some(path.into());
+        self
+    }
+
+    /// The `bwrap` to run, when one was named.
+    #[cfg(feature = "mcp-client")]
+    pub(crate) fn named_program(&self) -> Option<&Path> {
+        self.program.as_deref()
     }
 
     /// Lends the server `mount`: its host directory at its guest path,
@@ -79,7 +98,7 @@ impl Bubblewrap {
     }
 
     /// `bwrap`'s arguments before `--` and the command.
-    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    #[cfg(feature = "mcp-client")]
     pub(super) fn arguments(&self) -> Vec<String> {
         let mut args: Vec<String> = [
             "--die-with-parent",
@@ -125,7 +144,7 @@ pub enum EnvValue {
 
 /// Why an upstream server's settings were refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum McpServerError {
+pub enum UpstreamServerError {
     /// The name is not `^[a-zA-Z0-9_-]{1,32}$`.
     #[error(
         "the MCP server name `{0}` is not valid: use 1 to 32 letters, digits, `_` and `-` (it becomes part of its tools' names)"
@@ -162,19 +181,22 @@ fn origin(url: &str) -> String {
     format!("{scheme}://{authority}")
 }
 
-impl McpServer {
+impl UpstreamServer {
     /// A server started as `command` (looked up on toolcage's `PATH` when
     /// it has no `/`), speaking MCP on its stdin and stdout.
-    pub fn stdio(name: &str, command: impl Into<String>) -> Result<McpServer, McpServerError> {
+    pub fn stdio(
+        name: &str,
+        command: impl Into<String>,
+    ) -> Result<UpstreamServer, UpstreamServerError> {
         let valid = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
         if !(1..=32).contains(&name.len()) || !name.bytes().all(valid) {
-            return Err(McpServerError::Name(name.to_string()));
+            return Err(UpstreamServerError::Name(name.to_string()));
         }
         let command = command.into();
         if command.is_empty() {
-            return Err(McpServerError::Command(name.to_string()));
+            return Err(UpstreamServerError::Command(name.to_string()));
         }
-        Ok(McpServer {
+        Ok(UpstreamServer {
             name: name.to_string(),
             url: None,
             headers: Vec::new(),
@@ -198,11 +220,11 @@ impl McpServer {
     /// and names must not resolve into private ranges unless allowed. The
     /// stdio settings (arguments, environment, directory, bubblewrap) do
     /// not apply to it.
-    pub fn http(name: &str, url: &str) -> Result<McpServer, McpServerError> {
+    pub fn http(name: &str, url: &str) -> Result<UpstreamServer, UpstreamServerError> {
         if !(url.starts_with("https://") || url.starts_with("http://")) {
-            return Err(McpServerError::Url(url.to_string()));
+            return Err(UpstreamServerError::Url(url.to_string()));
         }
-        let mut server = McpServer::stdio(name, "-")?;
+        let mut server = UpstreamServer::stdio(name, "-")?;
         server.command = String::new();
         server.url = Some(url.to_string());
         Ok(server)
@@ -212,11 +234,11 @@ impl McpServer {
     /// may hold `{{ secrets.NAME }}` (read when the server is reached, and
     /// redacted from its answers). A secret goes only over https, or plain
     /// http to a loopback address literal.
-    pub fn header(mut self, header: &str, value: &str) -> Result<Self, McpServerError> {
+    pub fn header(mut self, header: &str, value: &str) -> Result<Self, UpstreamServerError> {
         let url = self.url.clone().unwrap_or_default();
         let origin = origin(&url);
         let injection = Injection::new(&origin, header, value)
-            .map_err(|e| McpServerError::Header(e.to_string()))?;
+            .map_err(|e| UpstreamServerError::Header(e.to_string()))?;
         self.headers.push(injection);
         Ok(self)
     }
@@ -228,9 +250,9 @@ impl McpServer {
     }
 
     /// Sets the variable `name` in the server's environment.
-    pub fn env(mut self, name: &str, value: EnvValue) -> Result<Self, McpServerError> {
+    pub fn env(mut self, name: &str, value: EnvValue) -> Result<Self, UpstreamServerError> {
         if name.is_empty() || name.contains(['=', '\0']) {
-            return Err(McpServerError::EnvName(name.to_string()));
+            return Err(UpstreamServerError::EnvName(name.to_string()));
         }
         self.env.retain(|(n, _)| n != name);
         self.env.push((name.to_string(), value));
@@ -244,10 +266,10 @@ impl McpServer {
     }
 
     /// Names its tools `<prefix><tool>` instead of `mcp__<name>__<tool>`.
-    pub fn prefix(mut self, prefix: &str) -> Result<Self, McpServerError> {
+    pub fn prefix(mut self, prefix: &str) -> Result<Self, UpstreamServerError> {
         let valid = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
         if !prefix.bytes().all(valid) {
-            return Err(McpServerError::Prefix(prefix.to_string()));
+            return Err(UpstreamServerError::Prefix(prefix.to_string()));
         }
         self.prefix = Some(prefix.to_string());
         Ok(self)
@@ -258,7 +280,7 @@ impl McpServer {
     pub fn tools<S: Into<String>>(
         mut self,
         patterns: impl IntoIterator<Item = S>,
-    ) -> Result<Self, McpServerError> {
+    ) -> Result<Self, UpstreamServerError> {
         self.tools.extend(checked_patterns(patterns)?);
         Ok(self)
     }
@@ -268,7 +290,7 @@ impl McpServer {
     pub fn exclude_tools<S: Into<String>>(
         mut self,
         patterns: impl IntoIterator<Item = S>,
-    ) -> Result<Self, McpServerError> {
+    ) -> Result<Self, UpstreamServerError> {
         self.exclude_tools.extend(checked_patterns(patterns)?);
         Ok(self)
     }
@@ -304,9 +326,9 @@ impl McpServer {
     }
 }
 
-/// What loading a server reads of its settings (with the `mcp` feature).
-#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
-impl McpServer {
+/// What loading a server reads of its settings (with the `mcp-client` feature).
+#[cfg(feature = "mcp-client")]
+impl UpstreamServer {
     /// What the registry reports its tools as coming from: `mcp:<name>`.
     pub(crate) fn component_name(&self) -> String {
         format!("mcp:{}", self.name)
@@ -371,13 +393,13 @@ impl McpServer {
 
 fn checked_patterns<S: Into<String>>(
     patterns: impl IntoIterator<Item = S>,
-) -> Result<Vec<String>, McpServerError> {
+) -> Result<Vec<String>, UpstreamServerError> {
     patterns
         .into_iter()
         .map(Into::into)
         .map(|p| match is_pattern(&p) {
             true => Ok(p),
-            false => Err(McpServerError::Pattern(p)),
+            false => Err(UpstreamServerError::Pattern(p)),
         })
         .collect()
 }
@@ -388,10 +410,10 @@ mod tests {
 
     #[test]
     fn names_patterns_and_prefixes_are_checked() {
-        assert!(McpServer::stdio("git hub", "x").is_err());
-        assert!(McpServer::stdio("", "x").is_err());
-        assert!(McpServer::stdio("gh", "").is_err());
-        let server = McpServer::stdio("gh", "x").unwrap();
+        assert!(UpstreamServer::stdio("git hub", "x").is_err());
+        assert!(UpstreamServer::stdio("", "x").is_err());
+        assert!(UpstreamServer::stdio("gh", "").is_err());
+        let server = UpstreamServer::stdio("gh", "x").unwrap();
         assert!(server.clone().tools(["a.b"]).is_err());
         assert!(server.clone().prefix("a/").is_err());
         assert!(
@@ -407,7 +429,7 @@ mod tests {
 
     #[test]
     fn tools_and_exclude_tools_filter_by_the_servers_names() {
-        let server = McpServer::stdio("s", "x").unwrap();
+        let server = UpstreamServer::stdio("s", "x").unwrap();
         assert!(server.offers("anything"));
         let server = server.tools(["get-*", "echo"]).unwrap();
         assert!(server.offers("get-sum") && server.offers("echo"));

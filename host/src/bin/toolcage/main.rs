@@ -24,7 +24,7 @@ use toolcage::{
     Registry, Runtime, ToolsSource, WatchOptions,
 };
 
-use toolcage::upstream::{EnvValue, McpServer};
+use toolcage::upstream::{EnvValue, UpstreamServer};
 
 use args::{Cli, Command, GlobalArgs};
 
@@ -341,7 +341,7 @@ struct Settings {
     ca_file: Option<PathBuf>,
     tools: Vec<ToolsSource>,
     /// The config's upstream MCP servers, then `--mcp-server`'s.
-    mcp_servers: Vec<McpServer>,
+    mcp_servers: Vec<UpstreamServer>,
     bundled: bool,
     /// `--no-code-mode`, over the config's `[code_mode]`.
     no_code_mode: bool,
@@ -585,16 +585,17 @@ impl Settings {
 /// environment holds toolcage's `PATH` only, so that `npx` and scripts
 /// with `#!/usr/bin/env` find their interpreter) or `NAME=URL` (a remote
 /// server, through the network grants).
-fn mcp_server_flag(text: &str) -> anyhow::Result<McpServer> {
+fn mcp_server_flag(text: &str) -> anyhow::Result<UpstreamServer> {
     let (name, command) = text
         .split_once('=')
         .ok_or_else(|| anyhow::anyhow!("--mcp-server: `{text}` is not NAME=COMMAND [ARG...]"))?;
     if command.starts_with("https://") || command.starts_with("http://") {
-        return McpServer::http(name, command).map_err(|e| anyhow::anyhow!("--mcp-server: {e}"));
+        return UpstreamServer::http(name, command)
+            .map_err(|e| anyhow::anyhow!("--mcp-server: {e}"));
     }
     let mut words = command.split_whitespace();
     let program = words.next().unwrap_or_default();
-    let mut server = McpServer::stdio(name, program)
+    let mut server = UpstreamServer::stdio(name, program)
         .map_err(|e| anyhow::anyhow!("--mcp-server: {e}"))?
         .args(words);
     if let Some(path) = std::env::var_os("PATH") {

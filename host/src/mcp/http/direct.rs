@@ -53,7 +53,7 @@ use rmcp::model::{
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
-use super::super::parse::call_request;
+use super::super::parse::{call_request, unreadable_request};
 use super::super::{CallContext, McpServer, Notify};
 use rmcp::ErrorData as McpError;
 
@@ -106,13 +106,7 @@ pub(super) async fn answer_calls(
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, length).await {
         Ok(bytes) => bytes,
-        Err(e) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("Bad Request: the request body could not be read ({e})"),
-            )
-                .into_response();
-        }
+        Err(e) => return unreadable_body(e),
     };
     let call = match call_request(&bytes) {
         Some((id, call)) if without_meta(&call) => (id, call.params),
@@ -185,6 +179,66 @@ pub(super) async fn answer_calls(
             response
         }
     }
+}
+
+/// Answers a POST whose body is not JSON text (not UTF-8, or a lone
+/// surrogate in a string) but names a request id with a JSON-RPC parse
+/// error for that id, as over stdio (see [`unreadable_request`]); rmcp
+/// would answer 415 with no message for the client to match to its call.
+/// Only a request that passes rmcp's checks of its head (`Host`, no
+/// `Origin`, `Content-Type`, a declared body within the cap) is read here;
+/// anything else, and every readable body, goes on to rmcp unchanged.
+pub(super) async fn answer_unreadable(
+    State(direct): State<Arc<Direct>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let headers = request.headers();
+    let checked = request.method() == Method::POST
+        && !headers.contains_key(header::ORIGIN)
+        && host_allowed(headers, &direct.allowed_hosts)
+        && content_is_json(headers);
+    let Some(length) = declared_length(headers).filter(|n| checked && *n <= direct.max_body_bytes)
+    else {
+        return next.run(request).await;
+    };
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, length).await {
+        Ok(bytes) => bytes,
+        Err(e) => return unreadable_body(e),
+    };
+    match unreadable_request(&bytes).map(|answer| serde_json::to_vec(&answer)) {
+        Some(Ok(body)) => (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response(),
+        _ => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+    }
+}
+
+/// The answer to a body that could not be read: the client went away, or
+/// sent less than its `Content-Length`.
+fn unreadable_body(e: axum::Error) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        format!("Bad Request: the request body could not be read ({e})"),
+    )
+        .into_response()
+}
+
+/// The body's length, as `Content-Length` declares it.
+fn declared_length(headers: &HeaderMap) -> Option<usize> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
 }
 
 /// A call that, dropped before its end (its client went away before the
@@ -313,13 +367,7 @@ fn takes(direct: &Direct, method: &Method, headers: &HeaderMap) -> Option<usize>
     {
         return None;
     }
-    let length: usize = headers
-        .get(header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()?;
-    (length <= direct.max_body_bytes).then_some(length)
+    declared_length(headers).filter(|length| *length <= direct.max_body_bytes)
 }
 
 /// rmcp's rule: the `Host` header's name (bracketless, any case) is an

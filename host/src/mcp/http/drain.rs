@@ -49,7 +49,7 @@ use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 
-use super::limits::{Admitted, Gate, Timed};
+use super::limits::{Accepted, Gate, Timed};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -87,9 +87,9 @@ pub(super) async fn serve_until(
             accepted = listener.accept() => accepted,
         };
         match accepted {
-            Ok((stream, _)) => match (gate.admit(), stream.into_std()) {
-                (Some(admitted), Ok(stream)) => {
-                    serve_on(cores, &connections, (stream, admitted), &app, &close_idle)
+            Ok((stream, _)) => match (gate.accept(), stream.into_std()) {
+                (Some(accepted), Ok(stream)) => {
+                    serve_on(cores, &connections, (stream, accepted), &app, &close_idle)
                 }
                 // Beyond a cap: closed at once, unread.
                 (None, _) => tracing::debug!("a connection beyond the caps was closed"),
@@ -101,8 +101,8 @@ pub(super) async fn serve_until(
     // The connections the kernel took before the shutdown are served too:
     // their clients may have sent requests on them already.
     for stream in queued(listener) {
-        if let Some(admitted) = gate.admit() {
-            serve_on(cores, &connections, (stream, admitted), &app, &close_idle);
+        if let Some(accepted) = gate.accept() {
+            serve_on(cores, &connections, (stream, accepted), &app, &close_idle);
         }
     }
     connections.close();
@@ -127,14 +127,14 @@ pub(super) async fn serve_until(
 fn serve_on(
     cores: &Cores,
     connections: &TaskTracker,
-    (stream, admitted): (std::net::TcpStream, Admitted),
+    (stream, accepted): (std::net::TcpStream, Accepted),
     app: &Router,
     close_idle: &CancellationToken,
 ) {
     let (app, close_idle) = (app.clone(), close_idle.clone());
     let serve = async move {
         match TcpStream::from_std(stream) {
-            Ok(stream) => serve_connection(stream, admitted, app, close_idle).await,
+            Ok(stream) => serve_connection(stream, accepted, app, close_idle).await,
             Err(error) => tracing::warn!("cannot serve a connection: {error}"),
         }
     };
@@ -170,11 +170,11 @@ fn queued(listener: TcpListener) -> Vec<std::net::TcpStream> {
 /// [`Watch`](super::limits::Watch), which the token check marks proven.
 async fn serve_connection(
     stream: TcpStream,
-    admitted: Admitted,
+    accepted: Accepted,
     app: Router,
     close_idle: CancellationToken,
 ) {
-    let watch = admitted.0.clone();
+    let watch = accepted.0.clone();
     let max_header_bytes = watch.limits().max_header_bytes;
     let app = TowerToHyperService::new(app);
     let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
@@ -193,7 +193,7 @@ async fn serve_connection(
             }))
         }
     });
-    let io = TokioIo::new(Timed::new(stream, admitted.0.clone()));
+    let io = TokioIo::new(Timed::new(stream, accepted.0.clone()));
     let connection = http1::Builder::new()
         .max_header_size(max_header_bytes)
         // `Timed` keeps the time, from a head's first byte.

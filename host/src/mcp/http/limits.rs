@@ -7,13 +7,16 @@
 //! - at most [`DEFAULT_MAX_CONNECTIONS`] connections are open at once, and
 //!   at most [`DEFAULT_MAX_UNPROVEN_CONNECTIONS`] of them have not yet sent
 //!   a request to `/mcp` that passed the token check (every request passes
-//!   it when the server has no token). A connection beyond either cap is
-//!   closed as soon as it is taken, before anything is read from it; one
-//!   already proven keeps being served. While a flood holds every unproven
-//!   slot, new clients are turned away until a slot frees (a connection
-//!   that sends nothing frees its slot within the header timeout, one
-//!   between requests within the idle timeout): clients that keep their
-//!   connections open are served throughout;
+//!   it when the server has no token). When the unproven cap is reached, a
+//!   new connection takes the slot of the oldest unproven one that has no
+//!   request in progress (silent, idle, or still sending its head), which
+//!   is closed: a flood of idle or trickling sockets, reopened as fast as
+//!   they are closed, keeps cycling through the slots while an honest
+//!   client, which sends its request at once, is answered and proven. Only
+//!   when every unproven connection has a request in progress is a new one
+//!   refused. A connection beyond the cap on all connections is closed as
+//!   soon as it is taken, before anything is read from it; one already
+//!   proven keeps being served;
 //! - a request's head (request line and headers) is at most
 //!   [`DEFAULT_MAX_HEADER_BYTES`] (431 past it, and the connection closed),
 //!   and must arrive whole within [`DEFAULT_HEADER_READ_TIMEOUT`] of its
@@ -39,13 +42,15 @@
 //! event stream) has no other time limit here: the token holder's calls have
 //! the runner's own limits.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures::task::AtomicWaker;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
@@ -83,7 +88,14 @@ pub(super) struct ConnectionLimits {
 pub(super) struct Gate {
     pub limits: ConnectionLimits,
     open: AtomicUsize,
+    /// The unproven connections, closing ones included.
     unproven: AtomicUsize,
+    /// The unproven connections told to close, not yet closed: their slots
+    /// are already given to newer ones.
+    closing: AtomicUsize,
+    /// The unproven connections by age, oldest first.
+    by_age: Mutex<BTreeMap<u64, Weak<Watch>>>,
+    next_age: AtomicU64,
 }
 
 impl Gate {
@@ -92,32 +104,81 @@ impl Gate {
             limits,
             open: AtomicUsize::new(0),
             unproven: AtomicUsize::new(0),
+            closing: AtomicUsize::new(0),
+            by_age: Mutex::default(),
+            next_age: AtomicU64::new(0),
         })
     }
 
-    /// A slot for a new connection, or `None` when either cap is reached.
-    pub(super) fn admit(self: &Arc<Self>) -> Option<Admitted> {
+    /// A slot for a new connection, or `None` when the cap on connections
+    /// is reached, or the unproven cap is and no unproven connection can
+    /// make room (see the module's docs).
+    pub(super) fn accept(self: &Arc<Self>) -> Option<Accepted> {
         if self.open.fetch_add(1, Ordering::AcqRel) >= self.limits.max_connections {
             self.open.fetch_sub(1, Ordering::AcqRel);
             return None;
         }
-        if self.unproven.fetch_add(1, Ordering::AcqRel) >= self.limits.max_unproven {
-            self.unproven.fetch_sub(1, Ordering::AcqRel);
+        let mut by_age = self.by_age.lock().unwrap_or_else(|e| e.into_inner());
+        let holding = self
+            .unproven
+            .load(Ordering::Acquire)
+            .saturating_sub(self.closing.load(Ordering::Acquire));
+        if holding >= self.limits.max_unproven && !close_oldest_idle(&mut by_age) {
             self.open.fetch_sub(1, Ordering::AcqRel);
             return None;
         }
-        Some(Admitted(Watch::new(self.clone())))
+        self.unproven.fetch_add(1, Ordering::AcqRel);
+        let age = self.next_age.fetch_add(1, Ordering::Relaxed);
+        let watch = Watch::new(self.clone(), age);
+        by_age.insert(age, Arc::downgrade(&watch));
+        Some(Accepted(watch))
+    }
+
+    /// `watch` is no longer unproven: proven, or closed.
+    fn forget(&self, watch: &Watch) {
+        self.unproven.fetch_sub(1, Ordering::AcqRel);
+        let mut by_age = self.by_age.lock().unwrap_or_else(|e| e.into_inner());
+        by_age.remove(&watch.age);
     }
 }
 
-/// A connection's slot, given back when dropped (when the connection ends).
-pub(super) struct Admitted(pub Arc<Watch>);
+/// Tells the oldest unproven connection with no request in progress to
+/// close, and takes it out of `by_age`; `false` when there is none.
+fn close_oldest_idle(by_age: &mut BTreeMap<u64, Weak<Watch>>) -> bool {
+    let oldest = by_age.iter().find_map(|(age, watch)| {
+        let watch = watch.upgrade()?;
+        (watch.busy.load(Ordering::Acquire) == 0).then_some((*age, watch))
+    });
+    let Some((age, watch)) = oldest else {
+        return false;
+    };
+    by_age.remove(&age);
+    if watch
+        .state
+        .compare_exchange(UNPROVEN, CLOSING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        // Proven or closed meanwhile: its slot is free already.
+        return true;
+    }
+    watch.gate.closing.fetch_add(1, Ordering::AcqRel);
+    watch.woken.wake();
+    true
+}
 
-impl Drop for Admitted {
+/// A connection's slot, given back when dropped (when the connection ends).
+pub(super) struct Accepted(pub Arc<Watch>);
+
+impl Drop for Accepted {
     fn drop(&mut self) {
         let watch = &self.0;
-        if watch.state.swap(CLOSED, Ordering::AcqRel) == UNPROVEN {
-            watch.gate.unproven.fetch_sub(1, Ordering::AcqRel);
+        match watch.state.swap(CLOSED, Ordering::AcqRel) {
+            UNPROVEN => watch.gate.forget(watch),
+            CLOSING => {
+                watch.gate.closing.fetch_sub(1, Ordering::AcqRel);
+                watch.gate.unproven.fetch_sub(1, Ordering::AcqRel);
+            }
+            _ => {}
         }
         watch.gate.open.fetch_sub(1, Ordering::AcqRel);
     }
@@ -126,35 +187,61 @@ impl Drop for Admitted {
 const UNPROVEN: u8 = 0;
 const PROVEN: u8 = 1;
 const CLOSED: u8 = 2;
+/// Unproven, and told to close to make room for a newer connection.
+const CLOSING: u8 = 3;
 
 /// One connection's state: proven or not, and its requests in progress.
 #[derive(Debug)]
 pub(crate) struct Watch {
     gate: Arc<Gate>,
+    /// Its place among the unproven connections, by age.
+    age: u64,
     state: AtomicU8,
     busy: AtomicUsize,
     /// Counts the requests ended, so the reader sees each end.
     ended: AtomicU64,
+    /// The reader, woken when the connection is told to close.
+    woken: AtomicWaker,
 }
 
 impl Watch {
-    fn new(gate: Arc<Gate>) -> Arc<Self> {
+    fn new(gate: Arc<Gate>, age: u64) -> Arc<Self> {
         Arc::new(Watch {
             gate,
+            age,
             state: AtomicU8::new(UNPROVEN),
             busy: AtomicUsize::new(0),
             ended: AtomicU64::new(0),
+            woken: AtomicWaker::new(),
         })
     }
 
-    /// The connection sent a request that passed the token check.
+    /// The connection sent a request that passed the token check. One told
+    /// to close while that request was read is kept open after all.
     pub(crate) fn prove(&self) {
-        if self
-            .state
-            .compare_exchange(UNPROVEN, PROVEN, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
-            self.gate.unproven.fetch_sub(1, Ordering::AcqRel);
+        let swap = |from| {
+            self.state
+                .compare_exchange(from, PROVEN, Ordering::AcqRel, Ordering::Acquire)
+        };
+        match swap(UNPROVEN) {
+            Ok(_) => self.gate.forget(self),
+            Err(CLOSING) if swap(CLOSING).is_ok() => {
+                self.gate.closing.fetch_sub(1, Ordering::AcqRel);
+                self.gate.unproven.fetch_sub(1, Ordering::AcqRel);
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Whether the connection was told to close (see [`close_oldest_idle`]),
+    /// after registering `cx` to be woken when it is.
+    fn told_to_close(&self, cx: &Context<'_>) -> bool {
+        match self.state.load(Ordering::Acquire) {
+            UNPROVEN => {
+                self.woken.register(cx.waker());
+                self.state.load(Ordering::Acquire) == CLOSING
+            }
+            state => state == CLOSING,
         }
     }
 
@@ -263,6 +350,12 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Timed<IO> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.phase != Phase::Busy && this.watch.told_to_close(cx) {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "closed to make room for a newer connection: it had not shown a token",
+            )));
+        }
         this.follow();
         let before = buf.filled().len();
         match Pin::new(&mut this.io).poll_read(cx, buf) {
@@ -342,15 +435,14 @@ mod tests {
     #[test]
     fn caps_count_open_and_unproven_connections() {
         let gate = gate(3, 2);
-        let first = gate.admit().unwrap();
-        let second = gate.admit().unwrap();
-        assert!(gate.admit().is_none(), "a third unproven connection");
+        let first = gate.accept().unwrap();
+        let second = gate.accept().unwrap();
         first.0.prove();
         first.0.prove();
-        let third = gate.admit().unwrap();
-        assert!(gate.admit().is_none(), "a fourth connection");
+        let third = gate.accept().unwrap();
+        assert!(gate.accept().is_none(), "a fourth connection");
         drop(second);
-        let fourth = gate.admit().unwrap();
+        let fourth = gate.accept().unwrap();
         fourth.0.prove();
         drop((first, third));
         // A proof after the end counts nothing twice.
@@ -359,5 +451,36 @@ mod tests {
         watch.prove();
         assert_eq!(gate.open.load(Ordering::Acquire), 0);
         assert_eq!(gate.unproven.load(Ordering::Acquire), 0);
+        assert!(gate.by_age.lock().unwrap().is_empty());
+    }
+
+    fn state(accepted: &Accepted) -> u8 {
+        accepted.0.state.load(Ordering::Acquire)
+    }
+
+    #[test]
+    fn a_new_connection_takes_the_slot_of_the_oldest_idle_unproven_one() {
+        let gate = gate(10, 2);
+        let oldest = gate.accept().unwrap();
+        let busy_old = gate.accept().unwrap();
+        // The oldest is told to close; the new one is let in.
+        let third = gate.accept().unwrap();
+        assert_eq!(state(&oldest), CLOSING);
+        assert_eq!(state(&busy_old), UNPROVEN);
+        // One with a request in progress is passed over.
+        let _request = busy_old.0.begin();
+        let fourth = gate.accept().unwrap();
+        assert_eq!((state(&busy_old), state(&third)), (UNPROVEN, CLOSING));
+        // Every unproven one busy: a new one is refused.
+        let _other = fourth.0.begin();
+        assert!(gate.accept().is_none());
+        // A closing one that proves itself (its request passed the token
+        // check) stays, and its slot counts no more.
+        third.0.prove();
+        assert_eq!(state(&third), PROVEN);
+        drop((oldest, third));
+        assert_eq!(gate.closing.load(Ordering::Acquire), 0);
+        assert_eq!(gate.unproven.load(Ordering::Acquire), 2);
+        assert!(gate.accept().is_none(), "both unproven ones are still busy");
     }
 }

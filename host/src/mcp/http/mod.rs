@@ -335,14 +335,20 @@ impl McpServer {
                 async move { service.handle(request).await }
             }),
         );
-        // On `/mcp` only, not on the fallback of unknown paths.
+        // On `/mcp` only, not on the fallback of unknown paths; the answer
+        // to a body that is no JSON text is nearest to rmcp, after the
+        // sessions' checks.
+        mcp = mcp.route_layer(axum::middleware::from_fn_with_state(
+            direct.clone(),
+            direct::answer_unreadable,
+        ));
         mcp = match options.stateless {
             true => mcp.route_layer(axum::middleware::from_fn_with_state(
                 direct,
                 direct::answer_calls,
             )),
             false => mcp.route_layer(axum::middleware::from_fn_with_state(
-                sessions::Sessions::new(manager, options.max_sessions_per_token),
+                sessions::SessionOwners::new(manager, options.max_sessions_per_token),
                 sessions::bind_sessions,
             )),
         };

@@ -1,4 +1,4 @@
-//! Sessions bound to the token that opened them, and capped per token.
+//! SessionOwners bound to the token that opened them, and capped per token.
 //!
 //! Threat model: a session id travels in a header (`Mcp-Session-Id`) that
 //! any client can send. rmcp's session manager serves whoever names a
@@ -37,15 +37,15 @@ pub const DEFAULT_MAX_SESSIONS_PER_TOKEN: usize = 64;
 const SESSION_ID: &str = "mcp-session-id";
 
 /// Who opened each session, beside rmcp's session manager.
-pub(super) struct Sessions {
+pub(super) struct SessionOwners {
     manager: Arc<LocalSessionManager>,
     owners: Mutex<HashMap<Arc<str>, Option<Owner>>>,
     max_per_token: usize,
 }
 
-impl Sessions {
+impl SessionOwners {
     pub(super) fn new(manager: Arc<LocalSessionManager>, max_per_token: usize) -> Arc<Self> {
-        Arc::new(Sessions {
+        Arc::new(SessionOwners {
             manager,
             owners: Mutex::default(),
             max_per_token,
@@ -58,7 +58,7 @@ impl Sessions {
 
     /// Records that `owner` opened `id`, unless that would take it past the
     /// cap: then `false`.
-    async fn admit(&self, id: &str, owner: Option<Owner>) -> bool {
+    async fn open(&self, id: &str, owner: Option<Owner>) -> bool {
         let known: Vec<Arc<str>> = self.owners().keys().cloned().collect();
         let ended: Vec<Arc<str>> = {
             let open = self.manager.sessions.read().await;
@@ -84,7 +84,7 @@ impl Sessions {
 /// DELETE of a session that is not open, and caps each owner's sessions
 /// (see the module docs).
 pub(super) async fn bind_sessions(
-    State(sessions): State<Arc<Sessions>>,
+    State(sessions): State<Arc<SessionOwners>>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -127,12 +127,12 @@ pub(super) async fn bind_sessions(
 /// Keeps the session `id` just opened, or closes it when it takes its
 /// owner past the cap.
 async fn opened_session(
-    sessions: &Sessions,
+    sessions: &SessionOwners,
     id: String,
     owner: Option<Owner>,
     response: Response,
 ) -> Response {
-    if sessions.admit(&id, owner).await {
+    if sessions.open(&id, owner).await {
         return response;
     }
     drop(response);

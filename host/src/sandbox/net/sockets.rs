@@ -307,20 +307,20 @@ fn remember(resolved: &Resolved, name: &str, answer: &[IpAddr]) {
 type Pending = Pin<Box<dyn Future<Output = Result<Vec<IpAddr>, ErrorCode>> + Send>>;
 
 /// A lookup in progress, then its answer.
-enum Answer {
+enum LookupState {
     Pending(Pending),
     Ready(Result<std::vec::IntoIter<IpAddr>, ErrorCode>),
 }
 
 /// The `resolve-address-stream` a tool reads a lookup's answer from.
-pub(crate) struct AddressStream(Answer);
+pub(crate) struct AddressStream(LookupState);
 
 impl AddressStream {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if let Answer::Pending(pending) = &mut self.0 {
+        if let LookupState::Pending(pending) = &mut self.0 {
             match pending.as_mut().poll(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(answer) => self.0 = Answer::Ready(answer.map(Vec::into_iter)),
+                Poll::Ready(answer) => self.0 = LookupState::Ready(answer.map(Vec::into_iter)),
             }
         }
         Poll::Ready(())
@@ -385,7 +385,9 @@ impl Host for LookupView<'_> {
     ) -> Result<Resource<ResolveAddressStream>, SocketError> {
         self.table.get(&network)?;
         let pending = self.sockets.lookup(&name)?;
-        let lookup = self.table.push(AddressStream(Answer::Pending(pending)))?;
+        let lookup = self
+            .table
+            .push(AddressStream(LookupState::Pending(pending)))?;
         Ok(Resource::new_own(lookup.rep()))
     }
 }
@@ -403,9 +405,9 @@ impl HostResolveAddressStream for LookupView<'_> {
             return Err(ErrorCode::WouldBlock.into());
         }
         match &mut lookup.0 {
-            Answer::Ready(Ok(addresses)) => Ok(addresses.next().map(IpAddress::from)),
-            Answer::Ready(Err(code)) => Err((*code).into()),
-            Answer::Pending(_) => Err(ErrorCode::WouldBlock.into()),
+            LookupState::Ready(Ok(addresses)) => Ok(addresses.next().map(IpAddress::from)),
+            LookupState::Ready(Err(code)) => Err((*code).into()),
+            LookupState::Pending(_) => Err(ErrorCode::WouldBlock.into()),
         }
     }
 

@@ -11,7 +11,9 @@
 //!   prefix and methods when given) and a grant lets the request through; the
 //!   guest's own value for that header is replaced ([`inject`]);
 //! - every secret's value, raw, base64-encoded and in any spelling that
-//!   JSON-escapes or percent-encodes any of its characters, is replaced with `[redacted secret NAME]` in every response
+//!   JSON-escapes, percent-encodes or writes as HTML character references
+//!   any of its characters ([`escapes`]), is replaced with
+//!   `[redacted secret NAME]` in every response
 //!   header and body a tool receives, as the body streams and across chunk
 //!   boundaries, and again in everything a call hands to the model or the
 //!   operator: output, details, logs, progress, stdout and stderr
@@ -23,7 +25,10 @@
 //!
 //! What it cannot stop: a tool using the credential it cannot see toward the
 //! injection's origin, within its grant. That is why injections are exact
-//! and grants can be limited to methods and paths.
+//! and grants can be limited to methods and paths. Nor a server colluding
+//! with the tool, which can send the secret in an encoding no redactor
+//! knows: redaction defends against an honest reflection.
+mod escapes;
 pub(crate) mod inject;
 pub(crate) mod redact;
 mod secret;

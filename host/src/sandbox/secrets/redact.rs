@@ -14,8 +14,18 @@
 //!   too), `\/`, `\"`, `\\` and the short escapes, and percent-encoding
 //!   (`%XX` in either case, or `+` for a space) of any subset of its bytes,
 //!   as PHP's `json_encode`, .NET's System.Text.Json and Python's
-//!   `urllib.parse.quote` write them. Each is found from the first escaped
-//!   character, which must decode to a byte of a secret.
+//!   `urllib.parse.quote` write them, and HTML character references: named
+//!   (`&amp;`, `&lt;`, `&lbrace;` and every other name of an ASCII
+//!   character, in any case), decimal and hex (`&#38;`, `&#x26;`, any case,
+//!   leading zeros up to eight digits, the `;` optional), as an error page
+//!   or an HTML-to-text decoder writes and reads them. Each is found from
+//!   the first escaped character, which must decode to a byte of a secret.
+//!
+//! What this defends against is an honest reflection: a server echoing what
+//! it was sent, in the encodings web software uses. A server colluding with
+//! the tool can always send a secret in an encoding no redactor knows (hex,
+//! reversed, split over requests): a secret is only as safe as the
+//! destinations it is granted to.
 //!
 //! A stream keeps back the last few bytes of each chunk, fewer than the
 //! longest spelling, so a value split across chunks is still found. A text
@@ -32,14 +42,12 @@ use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 use bytes::Bytes;
 use zeroize::Zeroizing;
 
+use super::escapes::{MAX_SPELLED_PER_BYTE, escape_cut_short, unescape};
 use super::secret::Secret;
 
 /// The shortest partial form a cut text may end with and still be
 /// redacted: a shorter tail tells next to nothing.
 const MIN_TAIL: usize = 4;
-
-/// The most bytes one byte of a secret can take when spelled: `\u00XX`.
-const MAX_SPELLED_PER_BYTE: usize = 6;
 
 /// Replaces every form of a set of secrets.
 pub(crate) struct Redactor {
@@ -50,8 +58,8 @@ pub(crate) struct Redactor {
     /// The bytes searched for, at most three a pass; every form has one of
     /// them at its `anchor`.
     passes: Vec<Vec<u8>>,
-    /// The bytes that begin an escape: `\`, `%`, and `+` when a secret holds
-    /// a space.
+    /// The bytes that begin an escape: `\`, `%`, `&`, and `+` when a secret
+    /// holds a space.
     escapes: Vec<u8>,
 }
 
@@ -162,7 +170,7 @@ impl Redactor {
         }
         let longest_form = forms.iter().map(|f| f.bytes.len()).max()?;
         let longest_spelling = spelled.iter().map(|s| s.raw.len()).max()? * MAX_SPELLED_PER_BYTE;
-        let mut escapes = vec![b'\\', b'%'];
+        let mut escapes = vec![b'\\', b'%', b'&'];
         if spelled.iter().any(|s| s.raw.contains(&b' ')) {
             escapes.push(b'+');
         }
@@ -199,9 +207,11 @@ impl Redactor {
         for pass in &self.passes {
             each_position(pass, input, &mut check);
         }
-        each_position(&self.escapes, input, &mut |at| {
-            self.spelled_through(input, at, until, &mut found)
-        });
+        for escapes in self.escapes.chunks(3) {
+            each_position(escapes, input, &mut |at| {
+                self.spelled_through(input, at, until, &mut found)
+            });
+        }
         found.sort_unstable();
         found
     }
@@ -509,92 +519,6 @@ fn spell(input: &[u8], start: usize, secret: &[u8]) -> Spelling {
     }
 }
 
-/// Whether `rest` is the start of an escape that the text's end cut short.
-fn escape_cut_short(rest: &[u8]) -> bool {
-    match rest {
-        [b'%'] | [b'%', _] | [b'\\'] => true,
-        [b'\\', b'u', tail @ ..] => tail.len() < 10 && unescape(rest).is_none(),
-        _ => false,
-    }
-}
-
-/// The bytes an escape at the start of `input` stands for, and its length:
-/// `%XX`, `+` (a space), or a JSON escape (`\uXXXX`, a surrogate pair of
-/// them, `\/` and the other short ones).
-fn unescape(input: &[u8]) -> Option<(Decoded, usize)> {
-    match input {
-        [b'%', hi, lo, ..] => Some((Decoded::byte(hex(&[*hi, *lo])? as u8), 3)),
-        [b'+', ..] => Some((Decoded::byte(b' '), 1)),
-        [b'\\', b'u', ..] => {
-            let unit = hex(input.get(2..6)?)?;
-            let (code, len) = match unit {
-                0xD800..=0xDBFF => {
-                    let low = match input.get(6..12)? {
-                        [b'\\', b'u', digits @ ..] => hex(digits)?,
-                        _ => return None,
-                    };
-                    if !(0xDC00..=0xDFFF).contains(&low) {
-                        return None;
-                    }
-                    (0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00), 12)
-                }
-                0xDC00..=0xDFFF => return None,
-                unit => (unit, 6),
-            };
-            Some((Decoded::char(char::from_u32(code)?), len))
-        }
-        [b'\\', short, ..] => {
-            let byte = match short {
-                b'"' | b'\\' | b'/' => *short,
-                b'b' => 8,
-                b'f' => 12,
-                b'n' => b'\n',
-                b'r' => b'\r',
-                b't' => b'\t',
-                _ => return None,
-            };
-            Some((Decoded::byte(byte), 2))
-        }
-        _ => None,
-    }
-}
-
-/// The value of hex digits, in either case.
-fn hex(digits: &[u8]) -> Option<u32> {
-    digits.iter().try_fold(0u32, |value, digit| {
-        Some(value * 16 + char::from(*digit).to_digit(16)?)
-    })
-}
-
-/// What one escape stands for: one character, at most four bytes.
-struct Decoded {
-    bytes: [u8; 4],
-    len: usize,
-}
-
-impl Decoded {
-    fn byte(byte: u8) -> Decoded {
-        Decoded {
-            bytes: [byte, 0, 0, 0],
-            len: 1,
-        }
-    }
-
-    fn char(c: char) -> Decoded {
-        let mut bytes = [0; 4];
-        let len = c.encode_utf8(&mut bytes).len();
-        Decoded { bytes, len }
-    }
-
-    fn as_slice(&self) -> &[u8] {
-        &self.bytes[..self.len]
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-}
-
 /// The exact forms `value` is searched for in (its spellings are found by
 /// [`spell`]).
 fn forms_of(value: &str) -> Vec<Zeroizing<Vec<u8>>> {
@@ -643,278 +567,5 @@ fn percent_encoded(raw: &[u8], hex: &[u8; 16]) -> Zeroizing<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const VALUE: &str = "tok/en+9:Zq\"w x";
-
-    fn redactor() -> Redactor {
-        Redactor::new(&[Secret::new("TOKEN", VALUE).unwrap()]).unwrap()
-    }
-
-    fn redacted(input: &str) -> String {
-        redactor().text(input).0.into_owned()
-    }
-
-    #[test]
-    fn every_form_is_replaced() {
-        use base64::engine::general_purpose::{STANDARD, URL_SAFE};
-        let r = "[redacted secret TOKEN]";
-        assert_eq!(redacted(&format!("a {VALUE} b")), format!("a {r} b"));
-        let json = serde_json::to_string(VALUE).unwrap();
-        assert_eq!(redacted(&json), format!("\"{r}\""));
-        assert_eq!(redacted("tok%2Fen%2B9%3AZq%22w%20x"), r);
-        assert_eq!(redacted("tok%2fen%2b9%3aZq%22w%20x"), r);
-        // Base64 at every offset inside a longer text, as in Basic auth.
-        for prefix in ["", "u:", "us:", "use:"] {
-            for engine in [STANDARD, URL_SAFE] {
-                let encoded = engine.encode(format!("{prefix}{VALUE}"));
-                let out = redacted(&encoded);
-                assert!(out.contains(r), "{prefix:?}: {encoded} → {out}");
-                assert!(out.len() < encoded.len() / 2 + r.len(), "{out}");
-            }
-        }
-        assert_eq!(redacted("nothing here"), "nothing here");
-        assert_eq!(redactor().text(&format!("{VALUE}{VALUE}")).1, 2);
-    }
-
-    #[test]
-    fn a_stream_finds_a_value_split_anywhere() {
-        let body = format!("head {VALUE} middle {VALUE} tail");
-        for split in 0..body.len() {
-            for second in split..body.len() {
-                let mut stream = Stream::new(Arc::new(redactor()));
-                let mut out = Vec::new();
-                let mut count = 0;
-                for chunk in [&body[..split], &body[split..second], &body[second..]] {
-                    let (pieces, n) = stream.push(&Bytes::copy_from_slice(chunk.as_bytes()));
-                    pieces.iter().for_each(|piece| out.extend_from_slice(piece));
-                    count += n;
-                }
-                let (bytes, n) = stream.finish();
-                out.extend_from_slice(&bytes);
-                count += n;
-                assert_eq!(
-                    String::from_utf8(out).unwrap(),
-                    "head [redacted secret TOKEN] middle [redacted secret TOKEN] tail"
-                );
-                assert_eq!(count, 2);
-            }
-        }
-    }
-
-    #[test]
-    fn a_stream_without_secrets_passes_chunks_through() {
-        let mut stream = Stream::new(Arc::new(redactor()));
-        let chunk = Bytes::from(vec![b'x'; 64 << 10]);
-        let ([held, out], count) = stream.push(&chunk);
-        assert_eq!(count, 0);
-        assert!(held.is_empty());
-        assert_eq!(out.len(), chunk.len() - (redactor().longest - 1));
-        let ([held, out], _) = stream.push(&chunk);
-        assert_eq!(held.len(), redactor().longest - 1);
-        assert_eq!(out.as_ptr(), chunk.as_ptr(), "the chunk itself, not a copy");
-        assert_eq!(stream.finish().0.len(), redactor().longest - 1);
-    }
-
-    #[test]
-    fn a_cut_text_loses_the_start_of_a_value() {
-        let (out, count) = redactor().cut_text(&format!("log: {}", &VALUE[..6]));
-        assert_eq!(out, "log: [redacted secret TOKEN]");
-        assert_eq!(count, 1);
-        let (out, _) = redactor().cut_text("log: tok");
-        assert_eq!(out, "log: tok", "three bytes tell next to nothing");
-    }
-
-    #[test]
-    fn many_secrets_are_each_found() {
-        let secrets: Vec<Secret> = (0..12)
-            .map(|i| {
-                Secret::new(format!("S{i}"), format!("value-{i}-{}", "q".repeat(i + 3))).unwrap()
-            })
-            .collect();
-        let redactor = Redactor::new(&secrets).unwrap();
-        let text: String = secrets.iter().map(|s| format!("<{}>", s.value())).collect();
-        let (out, count) = redactor.text(&text);
-        assert_eq!(count, 12, "{out}");
-        let expected: String = (0..12)
-            .map(|i| format!("<[redacted secret S{i}]>"))
-            .collect();
-        assert_eq!(out, expected);
-    }
-
-    #[test]
-    fn json_strings_and_keys_are_redacted() {
-        let mut value = serde_json::json!({ VALUE: [VALUE, 1, { "k": format!("x{VALUE}") }] });
-        assert_eq!(redactor().json(&mut value), 3);
-        assert_eq!(
-            value,
-            serde_json::json!({ "[redacted secret TOKEN]": ["[redacted secret TOKEN]", 1, { "k": "x[redacted secret TOKEN]" }] })
-        );
-    }
-
-    /// An AWS-style key, with both `/` and `+`.
-    const KEY: &str = "wJalr/XUtnFEMI+K7MDENG=bPxRfiCY";
-
-    fn key_redactor() -> Redactor {
-        Redactor::new(&[Secret::new("KEY", KEY).unwrap()]).unwrap()
-    }
-
-    #[test]
-    fn every_serializer_s_json_escapes_are_found() {
-        let r = "[redacted secret KEY]";
-        let escaped = |escape: &dyn Fn(char) -> Option<String>| -> String {
-            KEY.chars()
-                .map(|c| escape(c).unwrap_or_else(|| c.to_string()))
-                .collect()
-        };
-        let spellings = [
-            // PHP's json_encode: `\/`.
-            escaped(&|c| (c == '/').then(|| "\\/".into())),
-            // .NET's System.Text.Json: `\u002B` for `+`, `\u003D` for `=`.
-            escaped(&|c| "+=".contains(c).then(|| format!("\\u{:04X}", c as u32))),
-            // Both, and lower-case hex.
-            escaped(&|c| match c {
-                '/' => Some("\\/".into()),
-                '+' | '=' => Some(format!("\\u{:04x}", c as u32)),
-                _ => None,
-            }),
-            // Every character escaped.
-            escaped(&|c| Some(format!("\\u{:04x}", c as u32))),
-        ];
-        for spelling in spellings {
-            let body = format!("{{\"echo\":\"{spelling}\",\"n\":1}}");
-            let (out, count) = key_redactor().text(&body);
-            assert_eq!(out, format!("{{\"echo\":\"{r}\",\"n\":1}}"), "{body}");
-            assert_eq!(count, 1);
-            // What a JSON parser makes of the text is the secret.
-            let parsed: serde_json::Value = serde_json::from_str(&body).unwrap();
-            assert_eq!(parsed["echo"], KEY);
-        }
-    }
-
-    #[test]
-    fn partly_percent_encoded_forms_are_found() {
-        let r = "[redacted secret KEY]";
-        // Python's urllib.parse.quote: `/` raw, `+` and `=` encoded.
-        let python = KEY.replace('+', "%2B").replace('=', "%3D");
-        let lower_hex = python.replace("%2B", "%2b").replace("%3D", "%3d");
-        for spelling in [
-            python,
-            lower_hex,
-            KEY.replace('+', "%2b"),
-            KEY.replace('/', "%2F"),
-        ] {
-            let query = format!("?k={spelling}&x=1");
-            let (out, count) = key_redactor().text(&query);
-            assert_eq!(out, format!("?k={r}&x=1"), "{spelling}");
-            assert_eq!(count, 1);
-        }
-        // A space as `+`, in a form body.
-        assert_eq!(
-            redacted("a=tok%2Fen%2B9%3AZq%22w+x"),
-            "a=[redacted secret TOKEN]"
-        );
-        // A value that is not the secret is left alone.
-        let near = KEY.replace('+', "%2C");
-        assert_eq!(key_redactor().text(&near).1, 0);
-    }
-
-    #[test]
-    fn non_ascii_secrets_are_found_in_surrogate_pairs_and_escapes() {
-        let value = "pä55-🔑-wörd";
-        let redactor = Redactor::new(&[Secret::new("P", value).unwrap()]).unwrap();
-        let ascii_json = value
-            .encode_utf16()
-            .map(|unit| format!("\\u{unit:04X}"))
-            .collect::<String>();
-        let percent: String = value.bytes().map(|b| format!("%{b:02x}")).collect();
-        for spelling in [ascii_json, percent, value.replace('ä', "\\u00e4")] {
-            assert_eq!(
-                redactor.text(&spelling).0,
-                "[redacted secret P]",
-                "{spelling}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_secret_holding_escape_bytes_is_found_as_it_is_and_escaped() {
-        let value = "ab%25c\\d";
-        let redactor = Redactor::new(&[Secret::new("E", value).unwrap()]).unwrap();
-        for spelling in [value, "ab%2525c\\\\d", "ab%25c%5Cd"] {
-            assert_eq!(
-                redactor.text(spelling).0,
-                "[redacted secret E]",
-                "{spelling}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_stream_finds_a_spelling_split_anywhere() {
-        let spelled = KEY.replace('/', "\\/").replace('+', "\\u002B");
-        let body = format!("head {spelled} tail");
-        for split in 0..body.len() {
-            let mut stream = Stream::new(Arc::new(key_redactor()));
-            let mut out = Vec::new();
-            for chunk in [&body[..split], &body[split..]] {
-                let (pieces, _) = stream.push(&Bytes::copy_from_slice(chunk.as_bytes()));
-                pieces.iter().for_each(|piece| out.extend_from_slice(piece));
-            }
-            out.extend_from_slice(&stream.finish().0);
-            assert_eq!(
-                String::from_utf8(out).unwrap(),
-                "head [redacted secret KEY] tail"
-            );
-        }
-    }
-
-    #[test]
-    fn a_cut_loses_every_spelled_start_of_a_secret() {
-        let spelled = KEY.replace('/', "%2F").replace('+', "\\u002B");
-        for keep in MIN_TAIL..KEY.len() {
-            let prefix: String = KEY[..keep].replace('/', "%2F").replace('+', "\\u002B");
-            let (out, count) = key_redactor().cut_text(&format!("GET /?k={prefix}"));
-            assert_eq!(out, "GET /?k=[redacted secret KEY]", "{keep}: {prefix}");
-            assert_eq!(count, 1);
-        }
-        // Cut inside an escape.
-        let (out, _) = key_redactor().cut_text(&format!("k={}", &spelled[..18]));
-        assert_eq!(out, "k=[redacted secret KEY]");
-        // A text redacted before its cut: the cut falls in the marker.
-        let line = format!("GET http://h/?k={KEY}&pad={}", "x".repeat(600));
-        let (out, count) = key_redactor().cut(&line, 20 + "[redacted secret".len());
-        assert!(!out.contains(&KEY[..MIN_TAIL]), "{out}");
-        assert!(out.ends_with('…'), "{out}");
-        assert_eq!(count, 1);
-        // Redacted first, the text fits: nothing more is cut.
-        let (out, count) = key_redactor().cut(&format!("k={KEY}x"), 2 + KEY.len() - 1);
-        assert_eq!(out, "k=[redacted secret KEY]x");
-        assert_eq!(count, 1);
-    }
-
-    #[test]
-    fn a_php_escaped_token_in_a_one_chunk_body_is_found() {
-        let value = "ghp_T0ken-Value+9/xyz\"q";
-        let redactor = Redactor::new(&[Secret::new("T", value).unwrap()]).unwrap();
-        let body = r#""authorization: Bearer ghp_T0ken-Value+9\/xyz\"q\nhost: h\n""#;
-        let mut stream = Stream::new(Arc::new(redactor));
-        let ([a, b], n) = stream.push(&Bytes::copy_from_slice(body.as_bytes()));
-        let (rest, m) = stream.finish();
-        let out = [a, b, rest].concat();
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            r#""authorization: Bearer [redacted secret T]\nhost: h\n""#
-        );
-        assert_eq!(n + m, 1);
-    }
-
-    #[test]
-    fn overlapping_secrets_leave_nothing_of_either() {
-        let redactor = Redactor::new(&[Secret::new("X", "abcdefgha").unwrap()]).unwrap();
-        let (out, count) = redactor.text("<abcdefghabcdefgha>");
-        assert_eq!(out, "<[redacted secret X]>");
-        assert_eq!(count, 1);
-    }
-}
+#[path = "redact_tests.rs"]
+mod tests;

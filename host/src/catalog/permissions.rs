@@ -15,8 +15,8 @@ use std::str::FromStr;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use crate::ToolInfo;
-use crate::catalog::pattern::{glob_match, is_pattern};
+use super::pattern::{glob_match, is_pattern};
+use super::table::ToolInfo;
 
 /// What the rules say about a call. Ordered from the most permissive to the
 /// most restrictive, which is how ties between equally specific rules are

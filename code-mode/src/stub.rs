@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::ident::{camel, is_identifier, python_identifier};
+use crate::ident::{camel, is_identifier};
 use crate::text::{doc_escape, flat, lines, py_literal, py_str};
 use crate::types::{Renderer, Shared, description, properties, required, resolve};
 use crate::{Detail, OUTPUT_KEY, ToolSpec, adds_output, summary};
@@ -135,7 +135,7 @@ pub(crate) fn default_literal(schema: &Value) -> Option<String> {
 /// The stub of `tool`, helpers first; a comment alone for a tool whose
 /// name is not a Python identifier.
 pub(crate) fn stub(tool: &ToolSpec, shared: &mut Shared, detail: Detail) -> String {
-    let Some(py_name) = python_identifier(tool.name) else {
+    let Some(py_name) = tool.identifier else {
         let name = py_str(tool.name);
         return format!("# {name} is not a Python identifier; this script cannot call it.\n");
     };
@@ -161,7 +161,7 @@ pub(crate) fn stub(tool: &ToolSpec, shared: &mut Shared, detail: Detail) -> Stri
     if py_name != tool.name {
         out.push_str(&format!("# the tool {}\n", py_str(tool.name)));
     }
-    out.push_str(&def_line(&py_name, &parameters, &returns));
+    out.push_str(&def_line(py_name, &parameters, &returns));
     out.push_str(&docstring(tool, &args, detail));
     out.push_str("    ...\n");
     out

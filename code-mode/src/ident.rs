@@ -1,6 +1,6 @@
 //! Python identifiers, and the names of the helper types of a stub.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// Python's hard keywords: not usable as names, parameters or class fields.
 const KEYWORDS: [&str; 35] = [
@@ -116,6 +116,45 @@ pub fn python_identifier(name: &str) -> Option<String> {
         .map(|c| if c == '-' || c == '.' { '_' } else { c })
         .collect();
     is_identifier(&spelled).then_some(spelled)
+}
+
+/// The identifier a script calls each of `names` (every tool of a
+/// registry, whether a script may call it or not) by, one-to-one: a name
+/// that is an identifier is its own; another gets its
+/// [`python_identifier`] spelling when no tool's name or earlier spelling
+/// is that, else the spelling with the first free suffix `_2`, `_3`, ...;
+/// one with no spelling (`3d`, `class`) gets none. The names are taken in
+/// sorted order, so the mapping depends on the set of names alone.
+///
+/// Computed over every tool, those denied or not granted included, so that
+/// a script calling the identifier of a tool it may not call gets a
+/// `NameError`, never another tool.
+pub fn identifiers<'a>(names: impl IntoIterator<Item = &'a str>) -> HashMap<&'a str, String> {
+    let names: BTreeSet<&str> = names.into_iter().collect();
+    let mut taken: HashSet<String> = names
+        .iter()
+        .filter(|name| is_identifier(name))
+        .map(|name| (*name).to_owned())
+        .collect();
+    let mut out = HashMap::with_capacity(names.len());
+    for name in names {
+        if is_identifier(name) {
+            out.insert(name, name.to_owned());
+            continue;
+        }
+        let Some(spelled) = python_identifier(name) else {
+            continue;
+        };
+        let mut identifier = spelled.clone();
+        let mut n = 1;
+        while taken.contains(&identifier) {
+            n += 1;
+            identifier = format!("{spelled}_{n}");
+        }
+        taken.insert(identifier.clone());
+        out.insert(name, identifier);
+    }
+    out
 }
 
 /// Whether `name` is an ASCII Python identifier and not a keyword.

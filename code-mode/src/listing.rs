@@ -1,7 +1,6 @@
 //! Short listings of tools, and finding tools by words.
 
 use crate::ToolSpec;
-use crate::ident::python_identifier;
 use crate::stub::{Shape, default_literal, params, shape};
 use crate::text::flat;
 
@@ -57,8 +56,8 @@ fn shorten(text: &str, max: usize) -> String {
 /// `**arguments` shows that; one whose name is not a Python identifier ends
 /// `(not callable from Python)`.
 pub fn one_line(tool: &ToolSpec) -> String {
-    let py_name = python_identifier(tool.name);
-    let name = py_name.as_deref().unwrap_or(tool.name);
+    let py_name = tool.identifier;
+    let name = py_name.unwrap_or(tool.name);
     let mut line = format!("{}({})", flat(name), arguments(tool));
     let summary = summary(tool.description);
     if !summary.is_empty() {
@@ -125,8 +124,10 @@ mod tests {
     use serde_json::{Value, json};
 
     fn spec<'a>(name: &'a str, description: &'a str, schema: &'a Value) -> ToolSpec<'a> {
+        let identifier = crate::identifiers([name]).remove(name);
         ToolSpec {
             name,
+            identifier: identifier.map(|i| &*Box::leak(i.into_boxed_str())),
             description,
             input_schema: schema,
             output_schema: None,

@@ -24,8 +24,12 @@
 //!   as Python values, typed by that schema, with its text output added
 //!   under `"output"` when the result is an object that has no such key
 //!   ([`adds_output`]); one without returns its text output, a `str`.
-//! - A tool whose name is not a Python identifier (`read-file`, `class`)
-//!   is only a comment: a script cannot call it by name.
+//! - A tool is called by its [`identifiers`] identifier: its name when that
+//!   is a Python identifier, else a spelling of it (`read-file` →
+//!   `read_file`, or `read_file_2` when a tool is named `read_file`), one to
+//!   one over the whole registry, with the real name in a comment above
+//!   the `def`. A tool with no identifier (`3d`, `class`) is only a
+//!   comment: a script cannot call it.
 
 mod ident;
 mod listing;
@@ -33,7 +37,17 @@ mod stub;
 mod text;
 mod types;
 
-pub use ident::python_identifier;
+pub use ident::{identifiers, python_identifier};
+
+/// The tool that runs a script.
+pub const RUN_CODE: &str = "run_code";
+/// The tool (and the script's function) that finds tools by a query.
+pub const SEARCH_TOOLS: &str = "search_tools";
+/// The tool (and the script's function) that shows one tool's stub.
+pub const DESCRIBE_TOOL: &str = "describe_tool";
+/// Printed text a script keeps by default, in KiB (`[code_mode]
+/// print_kib`): the host's default setting and the interpreter's fallback.
+pub const DEFAULT_PRINT_KIB: u64 = 64;
 pub use listing::{one_line, search, summary};
 
 use serde_json::Value;
@@ -42,8 +56,11 @@ use types::Shared;
 /// One tool, as the stubs need it.
 #[derive(Clone, Copy, Debug)]
 pub struct ToolSpec<'a> {
-    /// The tool's name (`^[a-zA-Z0-9_-]{1,64}$`), its function's name.
+    /// The tool's name (`^[a-zA-Z0-9_-]{1,64}$`).
     pub name: &'a str,
+    /// Its function's name in a script, from [`identifiers`] over the
+    /// whole registry; `None` when it has none (it is then only a comment).
+    pub identifier: Option<&'a str>,
     /// What the tool does, for the model: the stub's docstring.
     pub description: &'a str,
     /// The JSON Schema of the tool's arguments.
@@ -75,8 +92,8 @@ pub const OUTPUT_KEY: &str = "output";
 /// [`python_module`].
 pub fn python_stub(tool: &ToolSpec) -> String {
     let mut shared = Shared::new();
-    if let Some(name) = python_identifier(tool.name) {
-        shared.namer.reserve(&name);
+    if let Some(name) = tool.identifier {
+        shared.namer.reserve(name);
     }
     stub::stub(tool, &mut shared, Detail::Full)
 }
@@ -100,8 +117,8 @@ pub fn python_module(tools: &[ToolSpec], detail: Detail) -> String {
     let mut shared = Shared::new();
     shared.brief = detail == Detail::Brief;
     for tool in tools {
-        if let Some(name) = python_identifier(tool.name) {
-            shared.namer.reserve(&name);
+        if let Some(name) = tool.identifier {
+            shared.namer.reserve(name);
         }
     }
     let stubs: Vec<String> = tools

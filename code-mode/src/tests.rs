@@ -6,9 +6,16 @@ use serde_json::{Value, json};
 use super::*;
 use crate::types::{Renderer, Shared};
 
+/// The identifier of `name` in a catalog of it alone.
+fn identifier(name: &str) -> Option<&'static str> {
+    let identifier = identifiers([name]).remove(name)?;
+    Some(Box::leak(identifier.into_boxed_str()))
+}
+
 fn tool<'a>(name: &'a str, input: &'a Value, output: Option<&'a Value>) -> ToolSpec<'a> {
     ToolSpec {
         name,
+        identifier: identifier(name),
         description: "Does it.",
         input_schema: input,
         output_schema: output,
@@ -410,6 +417,7 @@ fn docstrings() {
     let input = grep_input();
     let spec = ToolSpec {
         name: "grep",
+        identifier: Some("grep"),
         description: "\n  Searches files.\r\n\r\nLine two.  \n\n",
         input_schema: &input,
         output_schema: None,
@@ -531,6 +539,43 @@ fn brief_docstrings_hold_the_first_sentence_only() {
 }
 
 #[test]
+fn identifiers_are_one_to_one_over_the_whole_catalog() {
+    // `a-b` and `a_b`: the real name keeps its own, the spelling moves on,
+    // whatever the order given.
+    let names = ["a-b", "a_b", "a.b", "a_b_2", "3d", "class", "read-file"];
+    let mapped = identifiers(names);
+    assert_eq!(mapped["a_b"], "a_b");
+    assert_eq!(mapped["a_b_2"], "a_b_2");
+    assert_eq!(mapped["a-b"], "a_b_3");
+    assert_eq!(mapped["a.b"], "a_b_4");
+    assert_eq!(mapped["read-file"], "read_file");
+    assert!(!mapped.contains_key("3d") && !mapped.contains_key("class"));
+    let mut reversed = names;
+    reversed.reverse();
+    assert_eq!(identifiers(reversed), mapped);
+    let unique: std::collections::HashSet<&String> = mapped.values().collect();
+    assert_eq!(unique.len(), mapped.len());
+    // Without `a_b` in the registry, `a-b` is `a_b`: the mapping is made
+    // over every tool, so a denied `a_b` keeps its name from `a-b`.
+    assert_eq!(identifiers(["a-b"])["a-b"], "a_b");
+}
+
+#[test]
+fn a_renamed_tool_s_stub_names_it() {
+    let input = json!({"type": "object"});
+    let spec = ToolSpec {
+        identifier: Some("a_b_2"),
+        ..tool("a-b", &input, None)
+    };
+    let stub = python_stub(&spec);
+    assert!(
+        stub.contains("# the tool \"a-b\"\nasync def a_b_2("),
+        "{stub}"
+    );
+    assert!(one_line(&spec).starts_with("a_b_2("), "{}", one_line(&spec));
+}
+
+#[test]
 fn python_identifiers() {
     assert_eq!(python_identifier("grep").as_deref(), Some("grep"));
     assert_eq!(python_identifier("read-file").as_deref(), Some("read_file"));
@@ -629,6 +674,7 @@ fn varied_module() -> String {
     let mut tools = vec![
         ToolSpec {
             name: "shape",
+            identifier: Some("shape"),
             description: "The \"\"\"hard\"\"\" schema \\ both ways.",
             input_schema: &hard,
             output_schema: Some(&hard),

@@ -1,6 +1,7 @@
-//! Code mode's settings: whether the bundled `code` component (`run_code`,
-//! `search_tools`, `describe_tool`) is registered, what its scripts may
-//! call, and how much of what they print is kept.
+//! Code mode's interpreter among the catalog's components: which component
+//! it is (the bundled `code`, with `run_code`, `search_tools` and
+//! `describe_tool`), and its settings: whether it is registered, what its
+//! scripts may call, and how much of what they print is kept.
 //!
 //! Threat model: a script is the model's, so it may ask for anything.
 //! Code mode grants nothing a direct call would not get: its calls are
@@ -10,14 +11,25 @@
 //! capped so that a print loop cannot fill the interpreter's memory or the
 //! model's context.
 
+use super::component::Source;
+use super::table::ToolInfo;
+
 /// The component that runs scripts, among the bundled ones.
 pub(crate) const COMPONENT: &str = "code";
 
-/// The tool that runs a script.
-pub const RUN_CODE: &str = "run_code";
+/// Whether `component` from `source` is code mode's interpreter: the
+/// bundled `code` component, never a directory's of the same name.
+pub(crate) fn is_interpreter(component: &str, source: &Source) -> bool {
+    component == COMPONENT && *source == Source::Bundled
+}
 
-/// Printed text a script keeps by default, in KiB.
-pub const DEFAULT_PRINT_KIB: u64 = 64;
+/// Whether `info` is code mode's own tool (`run_code`, `search_tools` or
+/// `describe_tool`): a tool of the interpreter.
+pub fn is_code_mode_tool(info: &ToolInfo) -> bool {
+    is_interpreter(&info.component, &info.source)
+}
+
+pub use toolcage_code_mode::{DEFAULT_PRINT_KIB, RUN_CODE};
 
 /// Code mode's settings. Default: on, scripts may call every tool the
 /// operator's rules allow (`*`), 64 KiB of printed text kept.
