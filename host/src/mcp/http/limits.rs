@@ -303,14 +303,15 @@ impl<IO> Timed<IO> {
         }
     }
 
-    /// `written`, or an error once an unproven connection's writes have
-    /// waited past the header timeout for its client to read.
+    /// `written`, or an error once an unproven connection's writes (one
+    /// told to close included) have waited past the header timeout for its
+    /// client to read.
     fn unless_stalled<T>(
         &mut self,
         cx: &mut Context<'_>,
         written: Poll<io::Result<T>>,
     ) -> Poll<io::Result<T>> {
-        if written.is_ready() || self.watch.state.load(Ordering::Acquire) != UNPROVEN {
+        if written.is_ready() || self.watch.state.load(Ordering::Acquire) == PROVEN {
             self.stalled = None;
             return written;
         }
