@@ -124,20 +124,15 @@ async fn a_name_is_checked_on_what_it_resolves_to_once_per_request() {
 /// addresses it asks for (the metadata service, a private network, a public
 /// one) cannot be reached even were the policy wrong: what it asserts is the
 /// policy's error code, not a failed connect. The test re-runs itself under
-/// `unshare --net`.
+/// `unshare --net` (util-linux, which Debian's every install has) and brings
+/// loopback up itself, needing no `ip`.
 #[tokio::test]
 async fn non_loopback_destinations_are_refused_by_policy_in_an_isolated_namespace() {
     const INSIDE: &str = "TOOLCAGE_TEST_IN_NETNS";
     if std::env::var_os(INSIDE).is_none() {
         let exe = std::env::current_exe().unwrap();
         let status = std::process::Command::new("unshare")
-            .args([
-                "--net",
-                "sh",
-                "-c",
-                "ip link set lo up && exec \"$@\"",
-                "sh",
-            ])
+            .arg("--net")
             .arg(exe)
             .args([
                 "--exact",
@@ -157,7 +152,9 @@ async fn non_loopback_destinations_are_refused_by_policy_in_an_isolated_namespac
         assert!(stdout.contains("test result: ok. 1 passed"), "{stdout}");
         return;
     }
-    // Inside: prove the namespace has no route off the machine.
+    // Inside: loopback up (a new namespace has it down), then prove the
+    // namespace has no route off the machine.
+    loopback_up();
     assert!(
         std::net::TcpStream::connect_timeout(
             &"192.0.2.1:80".parse().unwrap(),
@@ -223,5 +220,34 @@ async fn non_loopback_destinations_are_refused_by_policy_in_an_isolated_namespac
     .await;
     for report in reports(&result) {
         assert!(error_of(&report).contains("access-denied"), "{report}");
+    }
+}
+
+/// Brings `lo` up in this process's network namespace, as `ip link set lo
+/// up` does: its flags read and written back with `IFF_UP` through a
+/// datagram socket's `SIOCGIFFLAGS` and `SIOCSIFFLAGS`.
+#[allow(unsafe_code)]
+fn loopback_up() {
+    let failed = |what: &str| panic!("{what}: {}", std::io::Error::last_os_error());
+    // SAFETY: the request is zeroed, then named `lo` (NUL-terminated within
+    // IFNAMSIZ); the ioctls read and write only its flags; the socket is
+    // closed once.
+    unsafe {
+        let socket = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if socket < 0 {
+            failed("a socket for the ioctls");
+        }
+        let mut request: libc::ifreq = std::mem::zeroed();
+        for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo\0") {
+            *slot = *byte as libc::c_char;
+        }
+        if libc::ioctl(socket, libc::SIOCGIFFLAGS, &mut request) != 0 {
+            failed("reading lo's flags");
+        }
+        request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        if libc::ioctl(socket, libc::SIOCSIFFLAGS, &request) != 0 {
+            failed("bringing lo up");
+        }
+        libc::close(socket);
     }
 }
