@@ -189,7 +189,8 @@ fn answered_when_too_large(events: Events, id: RequestId, bound: usize) -> Event
 pub(super) struct Lines<R> {
     inner: R,
     bound: usize,
-    /// The current line's length, and its scan once it is over `bound`.
+    /// The current line's length, and its scan (every line is scanned: its
+    /// `id` may come before it is known to be too long).
     length: usize,
     scan: Scan,
     /// Bytes read and not yet handed on (the read, then an error line).
@@ -251,8 +252,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for Lines<R> {
             if let Err(e) = std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, &mut read)) {
                 return Poll::Ready(Err(e));
             }
-            let filled = read.filled().to_vec();
-            this.take(&filled);
+            this.take(read.filled());
         }
         let left = &this.pending[this.handed..];
         let n = left.len().min(buf.remaining());
