@@ -251,7 +251,22 @@ pub fn clients_python() -> PathBuf {
                 "installing the client SDKs failed ({status:?}); run: {how}"
             );
         };
-        run(Command::new("python3").arg("-m").arg("venv").arg(&venv));
+        // Made from the interpreter itself, not the link on PATH that led
+        // to it (a link farm such as CI's `.ci/readme-path`, a distro's
+        // alternatives): the venv then points at a file that a sandbox
+        // lending the interpreter's own tree can run (tests/all/upstream's
+        // bubblewrap test).
+        let interpreter = Command::new("python3")
+            .args([
+                "-c",
+                "import os, sys; print(os.path.realpath(sys.executable))",
+            ])
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+            .unwrap_or_else(|| panic!("python3 does not run; run: {how}"));
+        run(Command::new(interpreter).arg("-m").arg("venv").arg(&venv));
         run(Command::new(&python)
             .args([
                 "-m",
