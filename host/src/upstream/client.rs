@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use rmcp::ClientHandler;
@@ -44,9 +44,59 @@ use crate::sandbox::secrets::Secrets;
 use crate::sandbox::secrets::redact::Redactor;
 use crate::sandbox::text::truncate;
 
-/// The calls in flight on a server, by their progress token: where their
-/// events go.
-pub(super) type Calls = Arc<std::sync::Mutex<HashMap<ProgressToken, Arc<Watcher>>>>;
+/// The calls in flight on a server that have a watcher: where their events
+/// and questions go. A call is in from before its request is sent (a
+/// server may ask its question before the send returns) until it ends;
+/// its progress token, which rmcp picks as it sends, is learnt after.
+#[derive(Clone, Default)]
+pub(super) struct Calls(Arc<Mutex<InFlightCalls>>);
+
+#[derive(Default)]
+struct InFlightCalls {
+    next: u64,
+    by_key: HashMap<u64, (Option<ProgressToken>, Arc<Watcher>)>,
+}
+
+impl Calls {
+    fn locked(&self) -> MutexGuard<'_, InFlightCalls> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Puts `watcher`'s call in, before its request is sent: its key.
+    pub(super) fn enter(&self, watcher: Arc<Watcher>) -> u64 {
+        let mut calls = self.locked();
+        let key = calls.next;
+        calls.next += 1;
+        calls.by_key.insert(key, (None, watcher));
+        key
+    }
+
+    /// The call `key` was sent with progress token `token`.
+    pub(super) fn sent(&self, key: u64, token: ProgressToken) {
+        if let Some((slot, _)) = self.locked().by_key.get_mut(&key) {
+            *slot = Some(token);
+        }
+    }
+
+    /// The call `key` ended.
+    pub(super) fn leave(&self, key: u64) {
+        self.locked().by_key.remove(&key);
+    }
+
+    /// The watcher of the call sent with `token`.
+    fn of(&self, token: &ProgressToken) -> Option<Arc<Watcher>> {
+        let calls = self.locked();
+        let mut sent = calls.by_key.values();
+        let found = sent.find(|(sent_with, _)| sent_with.as_ref() == Some(token));
+        found.map(|(_, watcher)| watcher.clone())
+    }
+
+    /// Every call's watcher.
+    fn watchers(&self) -> Vec<Arc<Watcher>> {
+        let calls = self.locked();
+        calls.by_key.values().map(|(_, w)| w.clone()).collect()
+    }
+}
 
 /// Where one call's events go: at most [`MAX_GUEST_EVENTS`], each cut to
 /// [`MAX_EVENT_MESSAGE`] and redacted of the operator's secrets, as a
@@ -196,8 +246,7 @@ impl UpstreamClient {
     }
 
     fn watchers(&self) -> Vec<Arc<Watcher>> {
-        let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
-        calls.values().cloned().collect()
+        self.calls.watchers()
     }
 }
 
@@ -212,9 +261,7 @@ impl ClientHandler for UpstreamClient {
         params: ProgressNotificationParam,
         _: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
-        let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(watcher) = calls.get(&params.progress_token).cloned() {
-            drop(calls);
+        if let Some(watcher) = self.calls.of(&params.progress_token) {
             let fraction = params
                 .total
                 .filter(|total| *total > 0.0)

@@ -18,8 +18,8 @@ use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
-    ProgressToken, RequestId, ServerResult, Tool,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId,
+    ServerResult, Tool,
 };
 use rmcp::service::{
     ClientInitializeError, Peer, PeerRequestOptions, RoleClient, RunningService,
@@ -131,16 +131,18 @@ impl Connection {
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let options = PeerRequestOptions::no_options();
-        let handle = self.peer.send_cancellable_request(request, options).await?;
+        // In before the request goes: the server may ask its question
+        // before the send returns.
         let mut in_flight = InFlight {
             calls: calls.clone(),
-            token: handle.progress_token.clone(),
-            id: Some(handle.id.clone()),
+            key: watcher.map(|watcher| calls.enter(watcher)),
+            id: None,
             peer: self.peer.clone(),
         };
-        if let Some(watcher) = watcher {
-            let mut calls = calls.lock().unwrap_or_else(PoisonError::into_inner);
-            calls.insert(handle.progress_token.clone(), watcher);
+        let handle = self.peer.send_cancellable_request(request, options).await?;
+        in_flight.id = Some(handle.id.clone());
+        if let Some(key) = in_flight.key {
+            calls.sent(key, handle.progress_token.clone());
         }
         let response = handle.await_response().await;
         in_flight.id = None;
@@ -258,16 +260,18 @@ async fn initialized(
 /// it ends without an answer.
 struct InFlight {
     calls: Calls,
-    token: ProgressToken,
+    /// Its key in `calls`, when it has a watcher.
+    key: Option<u64>,
+    /// Its request's id, once sent and until answered.
     id: Option<RequestId>,
     peer: Peer<RoleClient>,
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
-        calls.remove(&self.token);
-        drop(calls);
+        if let Some(key) = self.key {
+            self.calls.leave(key);
+        }
         let Some(id) = self.id.take() else { return };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
