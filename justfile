@@ -35,6 +35,6 @@ demo:
     cargo run -p toolcage -- --mount .:/workspace call grep '{"pattern": "first wins", "path": "/workspace/host/src"}'
     cargo run -p toolcage -- call calc '{"expression": "2 ^ 10 - sqrt(16)"}'
 
-# Benchmarks (tests/benches): per call, start-up, the toolset, MCP, reloads, script guests, and the soak.
+# Benchmarks (tests/benches): per call, start-up, a first call on an empty cache, the toolset, MCP, reloads, script guests, and the soak.
 bench:
     cargo bench -p toolcage-tests
