@@ -41,7 +41,7 @@ pub(crate) mod formats;
 
 pub use crate::call::{CallReport, Metrics, ResultCache};
 pub use crate::catalog::permissions::{
-    Approval, ApprovalRequest, Approver, Permission, Permissions, PermissionsError,
+    Approval, ApprovalRequest, Approver, LiveRules, Permission, Permissions, PermissionsError,
     UnknownPermission,
 };
 pub use batch::{OnDenial, Runner};

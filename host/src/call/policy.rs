@@ -10,7 +10,9 @@
 use std::sync::Arc;
 
 use super::{Call, Parsed, ResultCache, Tracer};
-use crate::catalog::permissions::{Approval, ApprovalRequest, Approver, Permission, Permissions};
+use crate::catalog::permissions::{
+    Approval, ApprovalRequest, Approver, LiveRules, Permission, Permissions,
+};
 use crate::sandbox::outcome::{CancelToken, ErrorKind};
 
 /// What applies to every call made under it: which tools may run
@@ -21,8 +23,10 @@ use crate::sandbox::outcome::{CancelToken, ErrorKind};
 ///
 /// Defaults, each changed by the method of the same name:
 ///
-/// - the rules: those given to [`new`](Self::new) (there is no default:
-///   [`Permissions::deny_all`] is the safe start);
+/// - the rules: those given to [`new`](Self::new), fixed for every call
+///   of the tree, or the [`LiveRules`] given to
+///   [`following`](Self::following), read again at each nested call (there
+///   is no default: [`Permissions::deny_all`] is the safe start);
 /// - [`approver`](Self::approver): none, so `ask` rules refuse;
 /// - [`unapprovable`](Self::unapprovable): none (the refusal gives no reason);
 /// - [`cache`](Self::cache): none, because files can change under a
@@ -35,6 +39,8 @@ use crate::sandbox::outcome::{CancelToken, ErrorKind};
 #[derive(Clone)]
 pub struct CallPolicy {
     permissions: Arc<Permissions>,
+    /// Where newer rules come from, when they may change during a call.
+    live: Option<LiveRules>,
     approver: Option<Arc<dyn Approver>>,
     unapprovable: Option<String>,
     pub(super) cache: Option<ResultCache>,
@@ -45,6 +51,7 @@ impl std::fmt::Debug for CallPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CallPolicy")
             .field("permissions", &self.permissions)
+            .field("live", &self.live.is_some())
             .field("approver", &self.approver.is_some())
             .field("unapprovable", &self.unapprovable)
             .field("cache", &self.cache)
@@ -59,6 +66,7 @@ impl CallPolicy {
     pub fn new(permissions: impl Into<Arc<Permissions>>) -> Self {
         CallPolicy {
             permissions: permissions.into(),
+            live: None,
             approver: None,
             unapprovable: None,
             cache: None,
@@ -66,14 +74,41 @@ impl CallPolicy {
         }
     }
 
-    /// The rules.
+    /// A policy of the rules in force in `rules`: a call is checked
+    /// against them as they are when it starts, and so is each nested call
+    /// of its tree, so that a change reaches a running script at its next
+    /// call. The other defaults are those listed on [`CallPolicy`].
+    pub fn following(rules: LiveRules) -> Self {
+        let mut policy = CallPolicy::new(rules.current());
+        policy.live = Some(rules);
+        policy
+    }
+
+    /// The rules a call started under this policy is checked against.
     pub fn permissions(&self) -> &Permissions {
         &self.permissions
     }
 
-    /// Replaces the rules.
+    /// This policy with the rules in force now: itself when its rules are
+    /// fixed or have not changed since it was made.
+    pub(crate) fn now(self: &Arc<Self>) -> Arc<Self> {
+        let Some(live) = &self.live else {
+            return self.clone();
+        };
+        let current = live.current();
+        if Arc::ptr_eq(&current, &self.permissions) {
+            return self.clone();
+        }
+        let mut policy = CallPolicy::clone(self);
+        policy.permissions = current;
+        Arc::new(policy)
+    }
+
+    /// Replaces the rules with fixed ones (no longer following any
+    /// [`LiveRules`]).
     pub fn with_permissions(mut self, permissions: impl Into<Arc<Permissions>>) -> Self {
         self.permissions = permissions.into();
+        self.live = None;
         self
     }
 

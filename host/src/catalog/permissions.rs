@@ -11,7 +11,9 @@
 use std::fmt;
 use std::future::Future;
 use std::str::FromStr;
+use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
@@ -237,6 +239,33 @@ impl Permissions {
             .filter(|rule| !rule.is_exact() && glob_match(&rule.pattern, tool))
             .max_by_key(|rule| (rule.literal_chars(), rule.permission))
             .map_or(self.default, |rule| rule.permission)
+    }
+}
+
+/// Rules an operator may replace while calls run (a reload of
+/// `[permissions]`): every handle to them sees the latest. A policy made
+/// with [`CallPolicy::following`](crate::CallPolicy::following) checks a
+/// call against them when it starts, and so does each nested call of its
+/// tree: a script running when the rules change is held to the new ones
+/// at its next call.
+#[derive(Debug, Clone)]
+pub struct LiveRules(Arc<ArcSwap<Permissions>>);
+
+impl LiveRules {
+    /// Rules that start as `permissions`.
+    pub fn new(permissions: Permissions) -> Self {
+        LiveRules(Arc::new(ArcSwap::from_pointee(permissions)))
+    }
+
+    /// The rules in force now.
+    pub fn current(&self) -> Arc<Permissions> {
+        self.0.load_full()
+    }
+
+    /// Replaces the rules; calls that start from now on are checked
+    /// against `permissions`.
+    pub fn set(&self, permissions: Permissions) {
+        self.0.store(Arc::new(permissions));
     }
 }
 

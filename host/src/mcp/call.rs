@@ -76,7 +76,7 @@ impl McpServer {
             name: request.name.to_string(),
             arguments: Arguments::Value(arguments),
         };
-        let permissions = self.permissions.load();
+        let permissions = self.permissions.current();
         Call::look_up(registry.table(), request, Some(&permissions)).into_shared()
     }
 
@@ -191,7 +191,7 @@ impl McpServer {
         approver: Option<Box<dyn Approver>>,
         #[cfg(feature = "otel")] origin: Option<&CallOrigin>,
     ) -> CallPolicy {
-        let mut policy = CallPolicy::new(self.permissions.load_full());
+        let mut policy = CallPolicy::following(self.permissions.clone());
         policy = match approver {
             Some(approver) => policy.shared_approver(approver.into()),
             None => policy.unapprovable(approval::NO_ELICITATION),

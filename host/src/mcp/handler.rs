@@ -73,7 +73,7 @@ impl ServerHandler for Handler {
             false => LIVE_LIST_TTL,
         };
         let registry = self.tools.current();
-        let permissions = self.permissions.load();
+        let permissions = self.permissions.current();
         let tools = registry
             .tools()
             .filter(|info| !self.code_mode_only || code_mode::is_code_mode_tool(info))

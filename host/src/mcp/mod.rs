@@ -63,7 +63,7 @@ pub use serve::{Listener, ServeError, SessionError, Shutdown};
 pub use tasks::{InvalidTaskRoute, TaskOptions};
 
 use crate::catalog::live::LiveRegistry;
-use crate::catalog::permissions::Permissions;
+use crate::catalog::permissions::{LiveRules, Permissions};
 #[cfg(feature = "otel")]
 use crate::telemetry::Telemetry;
 
@@ -116,7 +116,7 @@ pub struct McpServer {
     tools: LiveRegistry,
     /// The operator's rules, replaced as a whole by
     /// [`set_permissions`](Self::set_permissions).
-    permissions: Arc<arc_swap::ArcSwap<Permissions>>,
+    permissions: LiveRules,
     /// The calls running, over every connection.
     in_flight: InFlight,
     /// The minimum level the client asked for with `logging/setLevel`.
@@ -150,7 +150,7 @@ impl McpServer {
     pub fn new(registry: impl Into<LiveRegistry>) -> Self {
         let tools: LiveRegistry = registry.into();
         McpServer {
-            permissions: Arc::new(arc_swap::ArcSwap::from_pointee(Permissions::deny_all())),
+            permissions: LiveRules::new(Permissions::deny_all()),
             tools,
             in_flight: InFlight::default(),
             log_level: Arc::default(),
@@ -210,10 +210,11 @@ impl McpServer {
     }
 
     /// Replaces the permission rules, for this server and its clones, from
-    /// the next call on (calls already running keep the rules they started
-    /// with).
+    /// the next call on: a call already running, and each nested call of a
+    /// script running, is checked against them when its next nested call
+    /// starts.
     pub fn set_permissions(&self, permissions: Permissions) {
-        self.permissions.store(Arc::new(permissions));
+        self.permissions.set(permissions);
     }
 
     /// A copy for another connection: the same tools and rules, its own log
