@@ -2,7 +2,9 @@
 //! nested call is a call: it takes the whole path (lookup, validation, the
 //! policy's allow/ask/deny rules and approver, the cache, a fresh sandbox
 //! with the *callee's* grants, redaction of the callee's secrets,
-//! telemetry), under the policy of the call that started the tree.
+//! telemetry), under the policy of the call that started the tree, with
+//! the rules in force when the nested call starts (a reload that denies a
+//! tool refuses a running script's next call of it).
 //!
 //! Threat model: the caller is untrusted, and its requests are what a model
 //! (or a script it wrote) might send. Before the path, a nested call must
@@ -17,14 +19,16 @@
 //!
 //! Every call a tool asks for counts against its tree's `nested_calls`,
 //! refused or not, so a tool cannot flood the host (or its events) with
-//! refused calls. A read-only batch's permission stages run in turn, so a
-//! user asked about its calls is asked one at a time.
+//! refused calls. The first call refused (or whose result is withheld)
+//! for the budget ends the tree: no later call starts, in its batch or
+//! after it. A read-only batch's permission stages run in turn, so a user
+//! asked about its calls is asked one at a time.
 //!
 //! Nothing is granted that a direct call would not get, and every refusal
 //! is a result the caller reads, never a trap of its own.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -163,6 +167,9 @@ pub(crate) struct Tree {
     unlisted: AtomicU32,
     policy: Option<Arc<CallPolicy>>,
     events: Option<NestedSink>,
+    /// Set by the first call refused or withheld for the budget: no later
+    /// call of the tree starts, so that a batch stops at its breach.
+    spent: AtomicBool,
     /// The root call's cancellation: once it is cancelled (its caller
     /// stopped it, or an approval must be asked before it can go on), no
     /// nested call of the tree starts.
@@ -231,6 +238,7 @@ impl Tree {
             bytes: AtomicU64::new(0),
             listed: Mutex::new(Vec::new()),
             unlisted: AtomicU32::new(0),
+            spent: AtomicBool::new(false),
             policy: options.policy.clone(),
             events: options.nested.clone(),
             stop: options.cancel().cloned(),
@@ -285,6 +293,11 @@ impl Tree {
                 },
             );
         }
+    }
+
+    /// The tree's policy with the rules in force now.
+    fn policy_now(&self) -> Option<Arc<CallPolicy>> {
+        self.policy.as_ref().map(CallPolicy::now)
     }
 
     /// Whether the root was stopped.
@@ -405,6 +418,7 @@ impl ToolCalls for Caller {
     fn callable(&self) -> Vec<CallableTool> {
         let mut tools: Vec<CallableTool> = self
             .callable_entries()
+            .into_iter()
             .map(|entry| CallableTool {
                 name: entry.info.descriptor.name.clone(),
                 identifier: self
@@ -545,7 +559,8 @@ impl Caller {
     fn prepare(&self, (entry, request): Looked, deadline: Instant) -> Announced {
         let n = self.tree.count();
         let refusal = self.refusal(n, entry.as_deref(), &request, deadline);
-        let rules = self.tree.policy.as_ref().map(|policy| policy.permissions());
+        let policy = self.tree.policy_now();
+        let rules = policy.as_deref().map(CallPolicy::permissions);
         let request = Request {
             id: format!("{}.{n}", self.tree.root),
             name: request.name,
@@ -571,7 +586,7 @@ impl Caller {
             });
         }
         let cancel = CancelOnDrop(CancelToken::new());
-        let options = self.options(call.id(), call.name(), &cancel.0, deadline);
+        let options = self.options(call.id(), call.name(), &cancel.0, deadline, policy);
         Announced {
             call,
             options,
@@ -589,6 +604,9 @@ impl Caller {
         } = report;
         let details = result.details.as_ref().map(Value::to_string);
         let details = self.spend_result(&mut result, details);
+        if result.error_kind == Some(ErrorKind::NestedLimit) {
+            self.tree.spent.store(true, Ordering::SeqCst);
+        }
         let response = NestedResponse {
             call_id: result.call_id.clone(),
             is_error: result.is_error,
@@ -617,17 +635,18 @@ impl Caller {
         response
     }
 
-    /// The options of nested call `id` to `tool`.
+    /// The options of nested call `id` to `tool`, under `policy`.
     fn options(
         &self,
         id: &str,
         tool: &str,
         cancel: &CancelToken,
         deadline: Instant,
+        policy: Option<Arc<CallPolicy>>,
     ) -> CallOptions {
         let tree = &self.tree;
         let mut options = CallOptions::new().call_id(id).cancel_token(cancel.clone());
-        options.policy = tree.policy.clone();
+        options.policy = policy;
         options.elicitor = tree.elicitor.clone();
         if let Some(events) = tree.events.clone() {
             let (id, parent, tool) = (id.to_string(), self.call_id.clone(), tool.to_string());
@@ -651,7 +670,8 @@ impl Caller {
 
     /// Why the `n`-th nested call of the tree, `request`, is refused
     /// before the path, if it is: a stopped tree, the number of calls, the
-    /// grant, the depth and the bytes, then the caller's time.
+    /// grant, the depth and the bytes, then the caller's time. Once one
+    /// call breached the budget, every later one is refused.
     fn refusal(
         &self,
         n: u64,
@@ -664,6 +684,12 @@ impl Caller {
         if self.tree.stopped() {
             let output = format!("`{tool}` was not called: its call tree was stopped.");
             return Some((ErrorKind::Cancelled, output));
+        }
+        if self.tree.spent.load(Ordering::SeqCst) {
+            let output = format!(
+                "`{tool}` was not called: an earlier call of this call tree went past its budget, which ends the tree."
+            );
+            return Some((ErrorKind::NestedLimit, output));
         }
         if n > u64::from(budget.calls) {
             let output = format!(
@@ -694,6 +720,7 @@ impl Caller {
     fn unknown(&self, tool: &str) -> String {
         let callable: Vec<&str> = self
             .callable_entries()
+            .into_iter()
             .map(|entry| entry.info.descriptor.name.as_str())
             .collect();
         match callable.is_empty() {
@@ -712,13 +739,15 @@ impl Caller {
 
     /// The entries the caller may call, by the one rule
     /// ([`grants::callable`]) under the tree's rules.
-    fn callable_entries(&self) -> impl Iterator<Item = &Arc<Entry>> {
-        let rules = self.tree.policy.as_ref().map(|policy| policy.permissions());
+    fn callable_entries(&self) -> Vec<&Arc<Entry>> {
+        let policy = self.tree.policy_now();
+        let rules = policy.as_deref().map(CallPolicy::permissions);
         let calls = self.entry.calls();
         self.table
             .entries()
             .iter()
-            .filter(move |entry| grants::callable(self.info(), calls, rules, &entry.info))
+            .filter(|entry| grants::callable(self.info(), calls, rules, &entry.info))
+            .collect()
     }
 
     /// Why the caller's component may not call `tool`, unless it may.
