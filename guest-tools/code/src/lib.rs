@@ -12,6 +12,7 @@
 //! environment or secrets. See `script` for what bounds it.
 
 mod catalog;
+mod prelude;
 mod script;
 mod values;
 

@@ -4,17 +4,19 @@
 //! It reaches nothing but the tools the catalog lists, each call a real
 //! call on the host's path with the callee's own grants. A name it has not
 //! defined resolves only to a callable tool (or `search_tools` /
-//! `describe_tool`); files, the environment and the clock raise. Every
-//! tool is async: a call returns a future, and the calls a script awaits
-//! together (`asyncio.gather`) go to the host as one batch, which the host
-//! runs at once when every tool in it is read-only. What bounds a script:
-//! the host's fuel, memory and time for this call (shared with the calls it
-//! makes), the tree's nested-call budget (a breach ends the script), the
-//! recursion depth, and `print_bytes` of printed text.
+//! `describe_tool`), each a function of the prelude (see `prelude`); files,
+//! the environment and the clock raise. Every tool is async: a call checks
+//! its arguments and returns a coroutine, which runs only when awaited, and
+//! the calls a script awaits together (`asyncio.gather`) go to the host as
+//! one batch, which the host runs at once when every tool in it is
+//! read-only. What bounds a script: the host's fuel, memory and time for
+//! this call (shared with the calls it makes), the tree's nested-call
+//! budget (a breach ends the script, and the host starts no later call of
+//! its batch), the recursion depth, and `print_bytes` of printed text.
 
 use std::time::Instant;
 
-use monty::{MontyRun, RunProgress};
+use monty::{MontyRepl, ReplProgress};
 use monty_types::{
     CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult,
     PrintWriter, ResourceLimits, ResourceTracker,
@@ -24,10 +26,13 @@ use toolcage_code_mode::{DESCRIBE_TOOL, RUN_CODE, SEARCH_TOOLS};
 use toolcage_guest::tools::{self, CallResult};
 
 use crate::catalog::Catalog;
+use crate::prelude;
 use crate::values::{arguments, from_json};
 
 /// The deepest a script's own functions may recurse.
 pub const MAX_RECURSION: usize = 200;
+/// The script's file name, in its tracebacks.
+const SCRIPT: &str = "script.py";
 
 /// How a script ended.
 pub enum Ended {
@@ -59,25 +64,43 @@ pub fn run(code: String, catalog: &Catalog, print_bytes: usize) -> Report {
         log: Vec::new(),
         queued: Vec::new(),
         failure: None,
+        made: 0,
+        started: 0,
     };
     let ended = match state.drive(code, &mut printed, print_bytes) {
         Ok(value) => Ended::Value(value),
         Err((exception, kind)) => {
+            let exception = as_script(exception);
             let kind = kind.unwrap_or_else(|| state.classify(&exception, &printed, print_bytes));
             Ended::Raised { exception, kind }
         }
     };
-    let unawaited = state
-        .queued
-        .iter()
-        .filter(|queued| matches!(queued.work, Work::Tool { .. }))
-        .count();
     Report {
         ended,
         printed,
         log: state.log,
-        unawaited,
+        unawaited: state.made.saturating_sub(state.started),
     }
+}
+
+/// `exception` as the script's author sees it: its frames in the prelude
+/// (the tool functions) left out, and the script's named `script.py`
+/// rather than the snippet name the interpreter gave it.
+fn as_script(mut exception: MontyException) -> MontyException {
+    let prelude = "<python-input-0>";
+    let traceback = exception
+        .traceback()
+        .iter()
+        .filter(|frame| frame.filename != prelude)
+        .cloned()
+        .map(|mut frame| {
+            frame.filename = SCRIPT.to_string();
+            frame
+        })
+        .collect();
+    let data = exception.take_data();
+    let message = exception.message().map(str::to_string);
+    MontyException::with_traceback(exception.exc_type(), message, traceback).with_data(data)
 }
 
 /// A call the script made, waiting for it to await.
@@ -106,6 +129,10 @@ struct State<'c> {
     log: Vec<Value>,
     queued: Vec<Queued>,
     failure: Option<Failure>,
+    /// Tool calls the script made, awaited or not.
+    made: usize,
+    /// Tool calls the script awaited (or gathered): those sent.
+    started: usize,
 }
 
 type Raised = (MontyException, Option<&'static str>);
@@ -117,37 +144,57 @@ impl State<'_> {
         printed: &mut String,
         print_bytes: usize,
     ) -> Result<MontyObject, Raised> {
-        let runner = MontyRun::new(code, "script.py", vec![], CompileOptions::default())
-            .map_err(|e| (e, Some("syntax_error")))?;
         let limits = ResourceLimits {
             max_recursion_depth: MAX_RECURSION,
             ..ResourceLimits::default()
         };
         let mut print = PrintWriter::CollectString(printed, Some(print_bytes));
-        let mut progress = runner
-            .start(vec![], ResourceTracker::new(limits), print.reborrow())
-            .map_err(|e| (e, None))?;
+        let mut repl = MontyRepl::new(
+            SCRIPT,
+            ResourceTracker::new(limits),
+            CompileOptions::default(),
+        );
+        let functions = prelude::prelude(&code, |name| self.callable(name));
+        repl.feed_run(&functions, vec![], print.reborrow())
+            .map_err(|e| (e, Some("runtime_error")))?;
+        let mut progress = repl
+            .feed_start(&code, vec![], print.reborrow())
+            .map_err(|e| (e.error, None))?;
         loop {
             progress = match progress {
-                RunProgress::Complete(value) => return Ok(value),
-                RunProgress::NameLookup(lookup) => {
+                ReplProgress::Complete { value, .. } => return Ok(value),
+                ReplProgress::NameLookup(lookup) => {
                     let found = self.look_up(&lookup.name);
                     lookup.resume(found, print.reborrow())
                 }
-                RunProgress::FunctionCall(call) => {
-                    match self.queue(call.call_id, &call.function_name, &call.args, &call.kwargs) {
-                        Some(refused) => call.resume(refused, print.reborrow()),
-                        None => call.resume_pending(print.reborrow()),
+                ReplProgress::FunctionCall(call) => {
+                    let (name, args) = match call.args.split_first() {
+                        Some((MontyObject::String(name), args)) => (name.as_str(), args),
+                        _ => ("", &[][..]),
+                    };
+                    match call.function_name.as_str() {
+                        prelude::CHECK => {
+                            let checked = self.check(name, args, &call.kwargs);
+                            call.resume(checked, print.reborrow())
+                        }
+                        prelude::CALL => match self.queue(call.call_id, name, args, &call.kwargs) {
+                            Some(refused) => call.resume(refused, print.reborrow()),
+                            None => call.resume_pending(print.reborrow()),
+                        },
+                        other => {
+                            let undefined = self.undefined(other);
+                            call.resume(undefined, print.reborrow())
+                        }
                     }
                 }
-                RunProgress::ResolveFutures(pending) => {
+                ReplProgress::ResolveFutures(pending) => {
                     match self.resolve(pending.pending_call_ids()) {
                         Ok(answers) => pending.resume(answers, print.reborrow()),
                         Err(stop) => {
                             let kind = stop.kind;
                             let exception = MontyException::new(stop.exc_type, Some(stop.message));
                             return Err(match pending.abort(exception, print.reborrow()) {
-                                Err(e) => (e, Some(kind)),
+                                Err(e) => (e.error, Some(kind)),
                                 Ok(_) => (
                                     MontyException::runtime_error("the script was stopped"),
                                     Some(kind),
@@ -156,7 +203,7 @@ impl State<'_> {
                         }
                     }
                 }
-                RunProgress::OsCall(call) => {
+                ReplProgress::OsCall(call) => {
                     let function: &'static str = (&call.function_call).into();
                     let refused = MontyException::new(
                         ExcType::PermissionError,
@@ -167,19 +214,42 @@ impl State<'_> {
                     call.resume(refused, print.reborrow())
                 }
             }
-            .map_err(|e| (e, None))?;
+            .map_err(|e| (e.error, None))?;
         }
     }
 
-    /// What a name the script did not define is: a callable tool, code
-    /// mode's two helpers, or undefined, saying what is callable.
+    /// What a name neither the script nor the prelude defined is: one of
+    /// the prelude's two host functions, or undefined, saying what is
+    /// callable (every tool the script names is the prelude's).
     fn look_up(&self, name: &str) -> NameLookupResult {
-        match self.callable(name) {
-            true => NameLookupResult::Value(MontyObject::Function {
+        match name {
+            prelude::CHECK | prelude::CALL => NameLookupResult::Value(MontyObject::Function {
                 name: name.to_string(),
                 docstring: None,
             }),
-            false => NameLookupResult::Error(self.undefined(name)),
+            _ => NameLookupResult::Error(self.undefined(name)),
+        }
+    }
+
+    /// Checks a call of `name` as the script makes it, before it is
+    /// awaited: the exception it raises at once, if its arguments are not
+    /// a tool's.
+    fn check(
+        &mut self,
+        name: &str,
+        args: &[MontyObject],
+        kwargs: &[(MontyObject, MontyObject)],
+    ) -> ExtFunctionResult {
+        if !self.callable(name) {
+            return ExtFunctionResult::Error(self.undefined(name));
+        }
+        if HELPERS.contains(&name) {
+            return ExtFunctionResult::Return(MontyObject::None);
+        }
+        self.made += 1;
+        match arguments(name, args, kwargs) {
+            Ok(_) => ExtFunctionResult::Return(MontyObject::None),
+            Err(message) => error(ExcType::TypeError, message),
         }
     }
 
@@ -207,8 +277,8 @@ impl State<'_> {
         )
     }
 
-    /// Queues call `id` of `name` for when the script awaits it; or the
-    /// exception it raises at once.
+    /// Queues call `id` of `name`, which the script awaits now, for the
+    /// batch it awaits; or the exception it raises.
     fn queue(
         &mut self,
         id: u32,
@@ -222,10 +292,13 @@ impl State<'_> {
         let work = match name {
             SEARCH_TOOLS | DESCRIBE_TOOL => Work::Done(self.helper(name, args, kwargs)),
             _ => match arguments(name, args, kwargs) {
-                Ok(arguments) => Work::Tool {
-                    name: self.catalog.get(name).map_or(name, |t| &t.name).to_string(),
-                    arguments,
-                },
+                Ok(arguments) => {
+                    self.started += 1;
+                    Work::Tool {
+                        name: self.catalog.get(name).map_or(name, |t| &t.name).to_string(),
+                        arguments,
+                    }
+                }
                 Err(message) => {
                     return Some(MontyException::new(ExcType::TypeError, Some(message)));
                 }
@@ -290,11 +363,21 @@ impl State<'_> {
                 kind: "runtime_error",
             });
         }
+        // Every answer is logged, so the log and the host's record agree on
+        // a batch stopped at a breach (whose later calls the host refused).
+        let mut stop = None;
         for ((id, name, arguments), result) in batch.iter().zip(self.send(&batch)) {
-            let answer = self.answer(name, arguments, &result)?;
-            answers.push((*id, answer));
+            match self.answer(name, arguments, &result) {
+                Ok(answer) => answers.push((*id, answer)),
+                Err(failure) => {
+                    stop.get_or_insert(failure);
+                }
+            }
         }
-        Ok(answers)
+        match stop {
+            Some(failure) => Err(failure),
+            None => Ok(answers),
+        }
     }
 
     /// Sends `batch` to the host: one call, or all of them together.
