@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolcage::agent::{Approval, ApprovalRequest, Format, Permission, Permissions};
+use toolcage::agent::{Approval, ApprovalRequest, Format, LiveRules, Permission, Permissions};
 use toolcage::code_mode::{self, CodeMode};
 use toolcage::{
     Arguments, CallOptions, CallPolicy, CallResult, CancelToken, ErrorKind, LimitOverrides, Limits,
-    Mount, Registry, RegistryBuilder,
+    Mount, NestedEvent, Registry, RegistryBuilder,
 };
 use toolcage_tests::{assert_loaded, builder, guests, quick_limits};
 
@@ -253,7 +253,9 @@ async fn a_denied_tool_is_neither_listed_nor_callable() {
     assert!(
         result
             .output
-            .contains("name 'write_file' is not defined. Callable tools: ")
+            .contains("name 'write_file' is not defined. Callable tools: "),
+        "{}",
+        result.output
     );
     assert!(result.nested.is_empty(), "nothing ran");
 }
@@ -729,4 +731,138 @@ async fn a_result_too_deep_keeps_the_log() {
         value = &value[0];
     }
     assert_eq!(value, 1);
+}
+
+/// A registry of the bundled tools with `/out` writable, under `limits`.
+async fn writing_registry(dir: &Path, limits: Limits) -> Registry {
+    let mut registry = builder()
+        .limits(limits)
+        .mount(Mount::read_write(dir, "/out"))
+        .build()
+        .unwrap();
+    registry.load_bundled().await.iter().for_each(assert_loaded);
+    registry
+}
+
+#[tokio::test]
+async fn a_call_never_awaited_never_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = writing_registry(dir.path(), quick_limits()).await;
+    let code = r#"x = write_file(path="/out/x.txt", content="x")
+plan = [write_file(path="/out/a.txt", content="a"), write_file(path="/out/b.txt", content="b")]
+await plan[0]
+await calc(expression="1+1")
+"done""#;
+    let result = script(&registry, code).await;
+    assert_eq!(ok(&result), "done");
+    assert!(dir.path().join("a.txt").exists(), "the awaited call ran");
+    assert!(!dir.path().join("x.txt").exists(), "never awaited");
+    assert!(!dir.path().join("b.txt").exists(), "never awaited");
+    let tools: Vec<&Value> = details(&result)["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|call| &call["tool"])
+        .collect();
+    assert_eq!(tools, ["write_file", "calc"]);
+    assert_eq!(result.nested.len(), 2, "{:?}", result.nested);
+    assert!(
+        result.output.contains("2 tool call(s) were never awaited"),
+        "{}",
+        result.output
+    );
+    // A wrong call still raises where it is made, awaited or not.
+    let result = script(
+        &registry,
+        "try:\n    write_file(\"/out/p\")\nexcept TypeError as e:\n    r = str(e)\nr",
+    )
+    .await;
+    assert!(
+        ok(&result)
+            .as_str()
+            .unwrap()
+            .contains("keyword arguments only"),
+        "{}",
+        result.output
+    );
+    assert!(!dir.path().join("p").exists());
+}
+
+#[tokio::test]
+async fn a_breach_stops_the_rest_of_its_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        nested_bytes: 2 << 10,
+        ..quick_limits()
+    };
+    let registry = writing_registry(dir.path(), limits).await;
+    let code = r#"import asyncio
+await asyncio.gather(write_file(path="/out/a.txt", content="a" * 3000), write_file(path="/out/b.txt", content="b"))"#;
+    let result = script(&registry, code).await;
+    failed(&result, "nested_calls");
+    assert!(!dir.path().join("a.txt").exists());
+    assert!(!dir.path().join("b.txt").exists(), "after the breach");
+    let log = details(&result)["calls"].as_array().unwrap().clone();
+    assert_eq!(
+        log.len(),
+        result.nested.len(),
+        "{log:?} {:?}",
+        result.nested
+    );
+    assert!(
+        log.iter().all(|call| call["error_kind"] == "nested_limit"),
+        "{log:?}"
+    );
+    assert!(
+        result
+            .nested
+            .iter()
+            .all(|call| call.error_kind == Some(ErrorKind::NestedLimit))
+    );
+    // Within the budget, both run.
+    let code = r#"import asyncio
+await asyncio.gather(write_file(path="/out/a.txt", content="a"), write_file(path="/out/b.txt", content="b"))
+1"#;
+    assert_eq!(ok(&script(&registry, code).await), 1);
+    assert!(dir.path().join("a.txt").exists() && dir.path().join("b.txt").exists());
+}
+
+#[tokio::test]
+async fn rules_changed_while_a_script_runs_refuse_its_next_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = writing_registry(dir.path(), quick_limits()).await;
+    let rules = LiveRules::new(Permissions::allow_all());
+    let changed = rules.clone();
+    // The rules deny write_file once the first nested call has ended.
+    let options = CallOptions::new()
+        .policy(CallPolicy::following(rules))
+        .on_nested(move |event| {
+            if let NestedEvent::Result { .. } = event {
+                changed.set(
+                    Permissions::allow_all()
+                        .rule("write_file", Permission::Deny)
+                        .unwrap(),
+                );
+            }
+        });
+    let code = r#"wrote = 0
+refused = 0
+for i in range(5):
+    try:
+        await write_file(path=f"/out/{i}.txt", content="x")
+        wrote += 1
+    except PermissionError:
+        refused += 1
+[wrote, refused]"#;
+    let result = script_with(&registry, code, options).await;
+    assert_eq!(ok(&result), &json!([1, 4]), "{}", result.output);
+    assert!(dir.path().join("0.txt").exists());
+    assert!(!dir.path().join("1.txt").exists());
+    // Fixed rules stay those the call started with.
+    let fixed = LiveRules::new(Permissions::allow_all());
+    let options = CallOptions::new()
+        .policy(CallPolicy::new(fixed.current()))
+        .on_nested(move |_| fixed.set(Permissions::deny_all()));
+    let result = script_with(&registry, code.replace("/out/", "/out/f").as_str(), options).await;
+    assert_eq!(ok(&result), &json!([5, 0]), "{}", result.output);
 }
