@@ -27,7 +27,7 @@ use toolcage_guest::tools::{self, CallResult};
 
 use crate::catalog::Catalog;
 use crate::prelude;
-use crate::values::{arguments, from_json};
+use crate::values::{arguments, from_json, positional};
 
 /// The deepest a script's own functions may recurse.
 pub const MAX_RECURSION: usize = 200;
@@ -87,6 +87,8 @@ pub fn run(code: String, catalog: &Catalog, print_bytes: usize) -> Report {
 /// (the tool functions) left out, and the script's named `script.py`
 /// rather than the snippet name the interpreter gave it.
 fn as_script(mut exception: MontyException) -> MontyException {
+    // Monty names a REPL's snippets `<python-input-N>`: the prelude is fed
+    // first.
     let prelude = "<python-input-0>";
     let traceback = exception
         .traceback()
@@ -174,7 +176,7 @@ impl State<'_> {
                     };
                     match call.function_name.as_str() {
                         prelude::CHECK => {
-                            let checked = self.check(name, args, &call.kwargs);
+                            let checked = self.check(name, args);
                             call.resume(checked, print.reborrow())
                         }
                         prelude::CALL => match self.queue(call.call_id, name, args, &call.kwargs) {
@@ -232,14 +234,10 @@ impl State<'_> {
     }
 
     /// Checks a call of `name` as the script makes it, before it is
-    /// awaited: the exception it raises at once, if its arguments are not
-    /// a tool's.
-    fn check(
-        &mut self,
-        name: &str,
-        args: &[MontyObject],
-        kwargs: &[(MontyObject, MontyObject)],
-    ) -> ExtFunctionResult {
+    /// awaited: the exception it raises at once for a name that is no
+    /// tool's or a positional argument. Its keyword arguments are converted
+    /// once, when it is awaited.
+    fn check(&mut self, name: &str, args: &[MontyObject]) -> ExtFunctionResult {
         if !self.callable(name) {
             return ExtFunctionResult::Error(self.undefined(name));
         }
@@ -247,9 +245,9 @@ impl State<'_> {
             return ExtFunctionResult::Return(MontyObject::None);
         }
         self.made += 1;
-        match arguments(name, args, kwargs) {
-            Ok(_) => ExtFunctionResult::Return(MontyObject::None),
-            Err(message) => error(ExcType::TypeError, message),
+        match positional(name, args) {
+            None => ExtFunctionResult::Return(MontyObject::None),
+            Some(message) => error(ExcType::TypeError, message),
         }
     }
 

@@ -93,6 +93,13 @@ fn key(key: &MontyObject) -> String {
     }
 }
 
+/// Why a call of `tool` with positional `args` is refused, if it has any.
+pub fn positional(tool: &str, args: &[MontyObject]) -> Option<String> {
+    (!args.is_empty()).then(|| {
+        format!("{tool}() takes keyword arguments only, as its stub shows: {tool}(name=value, ...)")
+    })
+}
+
 /// A tool call's arguments: its keyword arguments as a JSON object.
 /// Positional arguments are refused, naming the form that works.
 pub fn arguments(
@@ -100,10 +107,8 @@ pub fn arguments(
     args: &[MontyObject],
     kwargs: &[(MontyObject, MontyObject)],
 ) -> Result<Value, String> {
-    if !args.is_empty() {
-        return Err(format!(
-            "{tool}() takes keyword arguments only, as its stub shows: {tool}(name=value, ...)"
-        ));
+    if let Some(refused) = positional(tool, args) {
+        return Err(refused);
     }
     let mut object = Map::new();
     for (name, value) in kwargs {
