@@ -395,6 +395,137 @@ await write_file(path="/rw/after.txt", content="after")
     ], details["calls"]
 
 
+# Appends, asks, appends, asks, appends: two approvals, three appends.
+APPEND_ASK = """
+for step in ["one", "two"]:
+    await edit_file(path="/rw/log.txt", old_text="END", new_text=step + "\\nEND")
+    await write_file(path="/rw/asked-" + step + ".txt", content=step)
+await edit_file(path="/rw/log.txt", old_text="END", new_text="three\\nEND")
+(await read_file(path="/rw/log.txt"))["output"]
+"""
+APPENDED = "one\ntwo\nthree\nEND\n"
+RUN_OF_APPEND_ASK = ["edit_file", "write_file", "edit_file", "write_file", "edit_file", "read_file"]
+
+
+def recorded_tools(result):
+    """The tools of the host's record (`_meta` `nested`) of an answer."""
+    return [call["tool"] for call in result.meta[META]["nested"]]
+
+
+async def test_a_run_paused_twice_makes_each_call_once_and_records_them_all(tmp_path, mode):
+    """However many times the run pauses for an answer (2026-07-28) or
+    waits for one (the older revisions), each call runs once, and the
+    final answer's record lists every call of the run, each once."""
+    directory, flags = read_write_mount(tmp_path)
+    (directory / "log.txt").write_text("END\n")
+    answer, asked = answering(lambda question: True)
+    args = toolcage_args(tmp_path, ASK_WRITES, flags)
+    async with serving(args, mode, elicitation_callback=answer) as client:
+        result = await run(client, APPEND_ASK)
+    details = result_of(result)
+    assert len(asked) == 2, asked
+    assert (directory / "log.txt").read_text() == APPENDED, "an append ran twice"
+    assert details["result"] == APPENDED, details
+    assert [c["tool"] for c in details["calls"]] == RUN_OF_APPEND_ASK, details["calls"]
+    assert recorded_tools(result) == RUN_OF_APPEND_ASK, result.meta[META]["nested"]
+    ids = [call["call_id"] for call in result.meta[META]["nested"]]
+    assert len(set(ids)) == len(ids), ids
+    assert {c["call_id"] for c in details["calls"]} == set(ids), (details["calls"], ids)
+    assert result.meta[META]["nested_usage"]["calls"] == 6, result.meta[META]
+
+
+async def test_each_pause_answers_with_the_record_of_the_run_so_far(tmp_path):
+    """On 2026-07-28, driven by hand: each input-required answer's `_meta`
+    lists every call the run made up to its question, the one asked about
+    refused, pending; the retry that brings the answer makes it."""
+    directory, flags = read_write_mount(tmp_path)
+    (directory / "log.txt").write_text("END\n")
+    answer, asked = answering(lambda question: True)
+    args = toolcage_args(tmp_path, ASK_WRITES, flags)
+    records = []
+    async with serving(args, "2026-07-28", elicitation_callback=answer) as client:
+        responses, state = None, None
+        while True:
+            result = await client.session.call_tool(
+                "run_code",
+                {"code": APPEND_ASK},
+                allow_input_required=True,
+                input_responses=responses,
+                request_state=state,
+            )
+            if not isinstance(result, types.InputRequiredResult):
+                break
+            records.append(result.meta[META])
+            [(key, _)] = result.input_requests.items()
+            responses = {key: types.ElicitResult(action="accept", content={"approve": True})}
+            state = result.request_state
+    assert len(records) == 2, records
+    pending = [(c["tool"], c["error_kind"]) for c in records[0]["nested"]]
+    assert pending == [("edit_file", None), ("write_file", "permission_denied")], records[0]
+    second = [(c["tool"], c["error_kind"]) for c in records[1]["nested"]]
+    assert second == [
+        ("edit_file", None),
+        ("write_file", None),
+        ("edit_file", None),
+        ("write_file", "permission_denied"),
+    ], records[1]
+    assert records[1]["nested_usage"]["calls"] == 4, records[1]
+    assert recorded_tools(result) == RUN_OF_APPEND_ASK
+    assert (directory / "log.txt").read_text() == APPENDED
+
+
+async def test_a_paused_run_keeps_one_budget(tmp_path, mode):
+    """`nested_calls = 4`: three appends, an approved write, three more
+    appends. The budget is the run's, however many times it pauses: the
+    fifth call is refused, and the appends before it ran once each."""
+    directory, flags = read_write_mount(tmp_path)
+    (directory / "log.txt").write_text("END\n")
+    answer, asked = answering(lambda question: True)
+    config = ASK_WRITES + "\n[components.code.limits]\nnested_calls = 4\n"
+    script = """
+for i in range(3):
+    await edit_file(path="/rw/log.txt", old_text="END", new_text="before\\nEND")
+await write_file(path="/rw/asked.txt", content="yes")
+for i in range(3):
+    await edit_file(path="/rw/log.txt", old_text="END", new_text="after\\nEND")
+"""
+    args = toolcage_args(tmp_path, config, flags)
+    async with serving(args, mode, elicitation_callback=answer) as client:
+        result = await run(client, script)
+    assert result.is_error, text(result)
+    assert error_kind(result) == "tool_error", result.meta
+    assert "nested_calls" in text(result), text(result)
+    assert (directory / "log.txt").read_text() == "before\n" * 3 + "END\n"
+    assert (directory / "asked.txt").read_text() == "yes"
+    assert result.meta[META]["nested_usage"]["calls"] == 4, result.meta[META]
+    effectful = [c for c in result.meta[META]["nested"] if c["error_kind"] is None]
+    assert len(effectful) == 4, result.meta[META]["nested"]
+
+
+async def test_a_paused_run_keeps_one_time_limit(tmp_path, mode):
+    """A 2.5 s script: 1.5 s of a tool, an approved write, 1.5 s more. The
+    time is the run's, however many times it pauses: the second sleep runs
+    past the script's limit (not counting the time the user took)."""
+    directory, flags = read_write_mount(tmp_path)
+    answer, asked = answering(lambda question: True)
+    config = ASK_WRITES + "\n[components.code.limits]\ntimeout_ms = 2500\n"
+    script = """
+await misbehave(mode="sleep", amount=1500)
+await write_file(path="/rw/asked.txt", content="yes")
+await misbehave(mode="sleep", amount=1500)
+"done"
+"""
+    args = toolcage_args(tmp_path, config, flags)
+    async with serving(args, mode, elicitation_callback=answer) as client:
+        result = await run(client, script)
+    assert len(asked) == 1, asked
+    assert result.is_error, text(result)
+    assert "done" not in text(result)
+    assert (directory / "asked.txt").read_text() == "yes"
+    assert error_kind(result) == "timeout", result.meta[META]
+    assert "its run's earlier attempts" in text(result) or mode == "legacy", text(result)
+
+
 async def test_an_uncaught_refusal_ends_the_script_with_permission_error(tmp_path, mode):
     directory, flags = read_write_mount(tmp_path)
     answer, asked = answering(lambda question: False)

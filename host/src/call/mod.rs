@@ -149,6 +149,12 @@ fn millis<S: serde::Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S::E
     s.serialize_f64((duration.as_secs_f64() * 1e6).round() / 1e3)
 }
 
+/// A duration [`millis`] wrote; a negative or non-finite one is zero.
+fn from_millis<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let millis = <f64 as serde::Deserialize>::deserialize(d)?;
+    Ok(Duration::try_from_secs_f64(millis / 1e3).unwrap_or_default())
+}
+
 impl CallResult {
     fn error(tool: &str, call_id: String, kind: ErrorKind, output: String) -> Self {
         CallResult {
@@ -591,6 +597,12 @@ impl Call<'_> {
             let (listed, usage) = tree.take_listed();
             result.nested = listed;
             result.nested_usage = Some(usage);
+            if let Some(diverged) = tree.diverged() {
+                result.is_error = true;
+                result.error_kind = Some(ErrorKind::ToolError);
+                result.output = diverged;
+                result.details = None;
+            }
         }
         if let (Some(cache), Some(key)) = (cache, key)
             && !result.is_error

@@ -27,7 +27,6 @@
 //! Nothing is granted that a direct call would not get, and every refusal
 //! is a result the caller reads, never a trap of its own.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -61,7 +60,7 @@ fn ran(kind: ErrorKind) -> bool {
 pub const MAX_LISTED_NESTED: usize = 1_000;
 
 /// A nested call, as its tree's root lists it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NestedCall {
     /// The tool called.
     pub tool: String,
@@ -76,7 +75,11 @@ pub struct NestedCall {
     /// Why.
     pub error_kind: Option<ErrorKind>,
     /// Its wall time.
-    #[serde(rename = "duration_ms", serialize_with = "super::millis")]
+    #[serde(
+        rename = "duration_ms",
+        serialize_with = "super::millis",
+        deserialize_with = "super::from_millis"
+    )]
     pub duration: Duration,
     /// The fuel its guest used.
     pub fuel_used: u64,
@@ -174,44 +177,93 @@ pub(crate) struct Tree {
     /// stopped it, or an approval must be asked before it can go on), no
     /// nested call of the tree starts.
     stop: Option<CancelToken>,
-    /// The answers of an earlier run, and how many times this run made
-    /// each call with effects (tool and arguments).
-    replay: Option<(Arc<dyn Replay>, Occurrences)>,
+    /// The log of an earlier attempt of the run, and where this attempt
+    /// keeps its own (see [`Replay`]).
+    replay: Option<Arc<dyn Replay>>,
+    /// Set when a call of this attempt is not the one the log has at its
+    /// place: the root's result is then an error saying so.
+    diverged: Mutex<Option<String>>,
     /// Who answers the user's questions of the upstream tools it calls:
     /// the root call's asker.
     elicitor: Option<Elicitor>,
 }
 
-/// How many times a run made each call (by its binding).
-type Occurrences = Mutex<HashMap<String, u32>>;
-
-/// A nested call's answer, kept so that a re-run of its tree can give it
-/// without running the call again.
+/// A nested call that ran, as the log of its run keeps it: what it was
+/// (its tool and a digest of its arguments), its answer, and what it and
+/// the calls it made used of the tree's budget and added to its record, so
+/// that a later attempt of the run gives the answer, spends the budget and
+/// lists the calls again without running anything.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Recorded {
+    pub tool: String,
+    /// blake3 of the tool and its arguments.
+    pub binding: String,
+    /// The call's id without its root's (`.3` for `<root>.3`).
     pub call_id: String,
     pub is_error: bool,
     pub error_kind: Option<ErrorKind>,
     pub output: String,
     pub details: Option<String>,
+    /// Nested calls asked for while it ran, itself included.
+    pub calls: u64,
+    /// Bytes it and its own nested calls passed.
+    pub bytes: u64,
+    /// The entries it added to the record, itself last, with ids without
+    /// their root's.
+    pub listed: Vec<NestedCall>,
 }
 
-/// Where a tree's nested calls with effects are kept between runs.
+/// Where a run's log of nested calls is kept between its attempts.
 ///
-/// Threat model: a tree is run again from its start when its root must
-/// first ask a question it could not ask while running (2026-07-28 MCP, whose
-/// server may not send requests): a script that wrote a file and then
-/// called an `ask` tool would write it again on the retry. Each call of a
-/// tool that is not read-only and ran is kept here, keyed by its tool, its
-/// arguments and which occurrence of them in the run it is, and a re-run
-/// that makes the same call at the same point gets its answer instead.
-/// Read-only calls run again. What is kept comes back from the client, so
-/// it can only tell the tool what the client could anyway.
+/// Threat model: a run is attempted again from its start when its root must
+/// first ask a question it could not ask while running (2026-07-28 MCP,
+/// whose server may not send requests): a script that wrote a file and then
+/// called an `ask` tool would write it again on the retry, with a fresh
+/// budget and a record that forgets the first write. Each nested call that
+/// ran is kept here at its place in the run (the path of its position
+/// among its caller's calls: `2.1` is the first call of the root's second),
+/// and a later attempt's call at that place gets its answer, spends its
+/// budget and lists it again, without running. A call that is not the one
+/// kept there (another tool, other arguments: a script that depends on
+/// time or chance) is refused and ends the run: a replay that diverges
+/// cannot say what ran. The log travels through the client sealed (see
+/// the MCP server's state), so it can only tell the tool what its own
+/// calls answered.
 pub(crate) trait Replay: Send + Sync {
-    /// The answer an earlier run got for the call `key`.
-    fn recorded(&self, key: &str) -> Option<Recorded>;
-    /// Keeps the answer this run got for the call `key`.
-    fn record(&self, key: String, recorded: Recorded);
+    /// The call that ran at `position` in an earlier attempt.
+    fn recorded(&self, position: &str) -> Option<Recorded>;
+    /// Keeps the call that ran at `position` in this attempt.
+    fn record(&self, position: String, recorded: Recorded);
+    /// The wall time the run's earlier attempts took, counted against its
+    /// root's timeout.
+    fn spent(&self) -> Duration;
+}
+
+/// The digest of a call of `tool` with `arguments` a log compares.
+fn binding(tool: &str, arguments: &str) -> String {
+    blake3::hash(format!("{tool}\n{arguments}").as_bytes())
+        .to_hex()
+        .to_string()
+}
+
+/// A nested call's tool and the digest of its tool and arguments.
+type What = (String, String);
+
+/// What a call used of its tree: the calls asked for while it ran (itself
+/// included), the bytes they passed, the entries they added to the record.
+struct Used {
+    calls: u64,
+    bytes: u64,
+    listed: Vec<NestedCall>,
+}
+
+/// What a tree had counted when a call started: its calls, its bytes, the
+/// length of its record.
+#[derive(Clone, Copy)]
+struct Mark {
+    asked: u64,
+    bytes: u64,
+    listed: usize,
 }
 
 /// A tree's budget, from its root's limits.
@@ -242,57 +294,134 @@ impl Tree {
             policy: options.policy.clone(),
             events: options.nested.clone(),
             stop: options.cancel().cloned(),
-            replay: options
-                .replay
-                .clone()
-                .map(|replay| (replay, Mutex::default())),
+            replay: options.replay.clone(),
+            diverged: Mutex::new(None),
             elicitor: options.elicitor.clone(),
         })
     }
 
-    /// The replay key of a call of `tool` (not read-only) with `arguments`:
-    /// its binding and which occurrence of it in this run it is; `None`
-    /// when the tree keeps no replay.
-    fn replay_key(&self, tool: &str, arguments: &str) -> Option<String> {
-        let (_, seen) = self.replay.as_ref()?;
-        let binding = blake3::hash(format!("{tool}\n{arguments}").as_bytes()).to_hex();
-        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
-        let count = seen.entry(binding.to_string()).or_insert(0);
-        *count += 1;
-        Some(format!("{binding}.{count}"))
+    /// What the tree has counted so far.
+    fn mark(&self) -> Mark {
+        Mark {
+            asked: self.asked.load(Ordering::SeqCst),
+            bytes: self.bytes.load(Ordering::SeqCst),
+            listed: self.listed.lock().unwrap_or_else(|e| e.into_inner()).len(),
+        }
     }
 
-    /// The answer an earlier run got for the call `key`.
-    fn replayed(&self, key: &str) -> Option<NestedResponse> {
-        let (replay, _) = self.replay.as_ref()?;
-        let recorded = replay.recorded(key)?;
-        Some(NestedResponse {
-            call_id: recorded.call_id,
+    /// The call an earlier attempt ran at `position`, while the tree goes
+    /// on: a stopped or spent tree refuses its calls as it would any.
+    fn logged(&self, position: &str) -> Option<Recorded> {
+        let replay = self.replay.as_ref()?;
+        if self.stopped() || self.spent.load(Ordering::SeqCst) {
+            return None;
+        }
+        replay.recorded(position)
+    }
+
+    /// Counts and lists `recorded` again, as when it ran; its answer.
+    fn replay(&self, recorded: Recorded) -> NestedResponse {
+        self.asked
+            .fetch_add(recorded.calls.max(1), Ordering::SeqCst);
+        self.bytes.fetch_add(recorded.bytes, Ordering::SeqCst);
+        for call in recorded.listed {
+            let call = NestedCall {
+                call_id: self.rooted(&call.call_id),
+                parent_call_id: self.rooted(&call.parent_call_id),
+                ..call
+            };
+            self.deepest.fetch_max(call.depth, Ordering::SeqCst);
+            self.list(call);
+        }
+        NestedResponse {
+            call_id: self.rooted(&recorded.call_id),
             is_error: recorded.is_error,
             error_kind: recorded.error_kind,
             output: recorded.output,
             details: recorded.details,
-        })
+        }
     }
 
-    /// Keeps `response` for a re-run, when its call ran.
-    fn record(&self, key: String, response: &NestedResponse) {
-        let Some((replay, _)) = &self.replay else {
+    /// What the tree counted since `mark`: one call's use when it ran
+    /// alone.
+    fn since(&self, mark: Mark) -> Used {
+        let now = self.mark();
+        let listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
+        Used {
+            calls: now.asked - mark.asked,
+            bytes: now.bytes.saturating_sub(mark.bytes),
+            listed: listed.get(mark.listed..).unwrap_or_default().to_vec(),
+        }
+    }
+
+    /// Keeps, at `position`, the call `what` (its tool and binding) that
+    /// used `used` and answered `response`, when it ran.
+    fn record(&self, position: String, what: What, used: Used, response: &NestedResponse) {
+        let Some(replay) = &self.replay else {
             return;
         };
-        let ran = !response.is_error || response.error_kind.is_some_and(ran);
-        if ran {
-            replay.record(
-                key,
-                Recorded {
-                    call_id: response.call_id.clone(),
-                    is_error: response.is_error,
-                    error_kind: response.error_kind,
-                    output: response.output.clone(),
-                    details: response.details.clone(),
-                },
-            );
+        if response.is_error && !response.error_kind.is_some_and(ran) {
+            return;
         }
+        let listed = used.listed.into_iter().map(|call| NestedCall {
+            call_id: self.unrooted(&call.call_id),
+            parent_call_id: self.unrooted(&call.parent_call_id),
+            ..call
+        });
+        let recorded = Recorded {
+            tool: what.0,
+            binding: what.1,
+            call_id: self.unrooted(&response.call_id),
+            is_error: response.is_error,
+            error_kind: response.error_kind,
+            output: response.output.clone(),
+            details: response.details.clone(),
+            calls: used.calls,
+            bytes: used.bytes,
+            listed: listed.collect(),
+        };
+        replay.record(position, recorded);
+    }
+
+    /// A call id of this tree without its root's id (`.3`), as a log keeps
+    /// it: a later attempt's root has another id.
+    fn unrooted(&self, id: &str) -> String {
+        id.strip_prefix(&self.root).unwrap_or(id).to_string()
+    }
+
+    /// A logged call id under this tree's root.
+    fn rooted(&self, id: &str) -> String {
+        format!("{}{id}", self.root)
+    }
+
+    /// Ends the run: its call at `position` is not the one its log has
+    /// there. The first divergence is the one the root's result names.
+    fn diverge(&self, position: &str, tool: &str, recorded: &Recorded) -> NestedResponse {
+        let same = match tool == recorded.tool {
+            true => format!("`{tool}` again, with other arguments"),
+            false => format!("`{tool}`, where it called `{}`", recorded.tool),
+        };
+        let output = format!(
+            "This run diverged from its earlier attempt: its nested call at {position} is now {same} before the run paused. Nothing ran again, and the run ends here: a script that pauses for an answer must make the same calls each time it is run up to the pause (no time, no chance). Run it again, from the start."
+        );
+        self.spent.store(true, Ordering::SeqCst);
+        let mut diverged = self.diverged.lock().unwrap_or_else(|e| e.into_inner());
+        diverged.get_or_insert_with(|| output.clone());
+        NestedResponse {
+            call_id: String::new(),
+            is_error: true,
+            error_kind: Some(ErrorKind::ToolError),
+            output,
+            details: None,
+        }
+    }
+
+    /// Why the run's result is an error, when its replay diverged.
+    pub(super) fn diverged(&self) -> Option<String> {
+        self.diverged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The tree's policy with the rules in force now.
@@ -368,6 +497,8 @@ pub(crate) struct Nesting {
     pub caller_deadline: Instant,
     /// Starts the call's span as a child of its caller's.
     pub tracer: Option<Arc<dyn Tracer>>,
+    /// Its place in its run (see [`Replay`]).
+    pub position: String,
 }
 
 /// What runs the nested calls of the call `call_id` to `entry`'s tool, when
@@ -383,17 +514,24 @@ pub(super) fn caller(
     if !entry.imports_tools() {
         return None;
     }
-    let (tree, depth, root) = match &options.nesting {
-        Some(nesting) => (nesting.tree.clone(), nesting.depth, None),
+    let (tree, depth, root, position) = match &options.nesting {
+        Some(nesting) => (
+            nesting.tree.clone(),
+            nesting.depth,
+            None,
+            nesting.position.clone(),
+        ),
         None => {
             let tree = Tree::new(call_id, entry.limits(), options);
-            (tree.clone(), 0, Some(tree))
+            (tree.clone(), 0, Some(tree), String::new())
         }
     };
     let caller = Caller {
         table: table.clone(),
         tree,
         depth,
+        position,
+        made: AtomicU32::new(0),
         call_id: call_id.to_string(),
         entry: entry.clone(),
         tracer: span.and_then(CallSpan::children),
@@ -408,6 +546,10 @@ pub(super) struct Caller {
     pub tree: Arc<Tree>,
     /// The caller's own depth: 0 for the root.
     pub depth: u32,
+    /// The caller's place in its run: empty for the root.
+    pub position: String,
+    /// The calls it made so far: the n-th is at `<position>.<n>`.
+    pub made: AtomicU32,
     pub call_id: String,
     pub entry: Arc<Entry>,
     /// Starts its callees' spans as children of its own.
@@ -486,6 +628,26 @@ struct Announced {
 }
 
 impl Caller {
+    /// The place of the next call this caller makes in its run.
+    fn next_position(&self) -> String {
+        let n = self.made.fetch_add(1, Ordering::SeqCst) + 1;
+        match self.position.is_empty() {
+            true => n.to_string(),
+            false => format!("{}.{n}", self.position),
+        }
+    }
+
+    /// The answer an earlier attempt of the run got for the call `what` at
+    /// `position`, counted again; a refusal ending the run when the log has
+    /// another call there.
+    fn replayed(&self, position: &str, what: &What) -> Option<NestedResponse> {
+        let recorded = self.tree.logged(position)?;
+        if recorded.binding != what.1 {
+            return Some(self.tree.diverge(position, &what.0, &recorded));
+        }
+        Some(self.tree.replay(recorded))
+    }
+
     /// Runs `requests` at once, each on a task of its own (so that their
     /// guests compute on every core), and answers them in order. Their
     /// permission stages run first, one after another in order, as a
@@ -501,23 +663,40 @@ impl Caller {
         let mut tasks = tokio::task::JoinSet::new();
         let mut names = Vec::with_capacity(count);
         for (index, looked) in requests.into_iter().enumerate() {
-            names.push(looked.1.name.clone());
-            let prepared = self.prepare(looked, deadline);
+            let position = self.next_position();
+            let what = what(&looked.1);
+            names.push(what.0.clone());
+            if let Some(answer) = self.replayed(&position, &what) {
+                answers[index] = Some(answer);
+                continue;
+            }
+            let sent = looked.1.arguments.len() as u64;
+            let prepared = self.prepare(looked, deadline, &position);
             match prepared.call.authorize(&prepared.options).await {
-                Err(report) => answers[index] = Some(self.answer(report, prepared.reported)),
+                Err(report) => answers[index] = Some(self.answer(report, prepared.reported).0),
                 Ok(authorized) => {
                     let (options, cancel, reported) =
                         (prepared.options, prepared.cancel, prepared.reported);
                     tasks.spawn(async move {
                         let _cancel = cancel;
-                        (index, authorized.execute(options).await, reported)
+                        let report = authorized.execute(options).await;
+                        (index, report, reported, (position, what, sent))
                     });
                 }
             }
         }
         while let Some(joined) = tasks.join_next().await {
-            if let Ok((index, report, reported)) = joined {
-                answers[index] = Some(self.answer(report, reported));
+            if let Ok((index, report, reported, (position, what, sent))) = joined {
+                let (response, listed) = self.answer(report, reported);
+                let received =
+                    response.output.len() + response.details.as_ref().map_or(0, String::len);
+                let used = Used {
+                    calls: 1,
+                    bytes: sent + received as u64,
+                    listed: listed.into_iter().collect(),
+                };
+                self.tree.record(position, what, used, &response);
+                answers[index] = Some(response);
             }
         }
         answers
@@ -527,36 +706,34 @@ impl Caller {
             .collect()
     }
 
-    /// Runs one nested call through the path, and answers it; or answers
-    /// it as an earlier run of the tree got answered, for a call with
-    /// effects (see [`Replay`]).
+    /// Runs one nested call through the path, and answers it; or, when an
+    /// earlier attempt of the run ran it, answers as it did then (see
+    /// [`Replay`]).
     async fn one(&self, looked: Looked, deadline: Instant) -> NestedResponse {
-        let (entry, request) = &looked;
-        let key = entry
-            .as_ref()
-            .filter(|entry| !entry.info.descriptor.hints.read_only)
-            .and_then(|_| self.tree.replay_key(&request.name, &request.arguments));
-        if let Some(answer) = key.as_deref().and_then(|key| self.tree.replayed(key)) {
+        let position = self.next_position();
+        let what = what(&looked.1);
+        if let Some(answer) = self.replayed(&position, &what) {
             return answer;
         }
+        let mark = self.tree.mark();
         let Announced {
             call,
             options,
             cancel,
             reported,
-        } = self.prepare(looked, deadline);
+        } = self.prepare(looked, deadline, &position);
         let report = call.run(options).await;
         drop(cancel);
-        let response = self.answer(report, reported);
-        if let Some(key) = key {
-            self.tree.record(key, &response);
-        }
+        let (response, _) = self.answer(report, reported);
+        self.tree
+            .record(position, what, self.tree.since(mark), &response);
         response
     }
 
-    /// The call `request` asks for, refused before the path when the
-    /// budget, the grant or the time says so; announced.
-    fn prepare(&self, (entry, request): Looked, deadline: Instant) -> Announced {
+    /// The call `request` asks for, at `position` in its run, refused
+    /// before the path when the budget, the grant or the time says so;
+    /// announced.
+    fn prepare(&self, (entry, request): Looked, deadline: Instant, position: &str) -> Announced {
         let n = self.tree.count();
         let refusal = self.refusal(n, entry.as_deref(), &request, deadline);
         let policy = self.tree.policy_now();
@@ -586,7 +763,8 @@ impl Caller {
             });
         }
         let cancel = CancelOnDrop(CancelToken::new());
-        let options = self.options(call.id(), call.name(), &cancel.0, deadline, policy);
+        let at = (position, deadline);
+        let options = self.options(call.id(), call.name(), &cancel.0, at, policy);
         Announced {
             call,
             options,
@@ -596,8 +774,9 @@ impl Caller {
     }
 
     /// What the caller reads of `report`, once its bytes are counted; the
-    /// call listed and its end announced, when it is `reported`.
-    fn answer(&self, report: CallReport, reported: bool) -> NestedResponse {
+    /// call listed and its end announced, when it is `reported`, with its
+    /// entry in the record.
+    fn answer(&self, report: CallReport, reported: bool) -> (NestedResponse, Option<NestedCall>) {
         let CallReport {
             mut result,
             metrics,
@@ -615,9 +794,9 @@ impl Caller {
             details,
         };
         if !reported {
-            return response;
+            return (response, None);
         }
-        self.tree.list(NestedCall {
+        let listed = NestedCall {
             tool: result.tool.clone(),
             call_id: result.call_id.clone(),
             parent_call_id: self.call_id.clone(),
@@ -626,22 +805,24 @@ impl Caller {
             error_kind: result.error_kind,
             duration: result.duration,
             fuel_used: result.fuel_used,
-        });
+        };
+        self.tree.list(listed.clone());
         self.tree.emit(|| NestedEvent::Result {
             parent_call_id: self.call_id.clone(),
             result: Box::new(result),
             metrics,
         });
-        response
+        (response, Some(listed))
     }
 
-    /// The options of nested call `id` to `tool`, under `policy`.
+    /// The options of nested call `id` to `tool`, at its position in its
+    /// run, by its deadline, under `policy`.
     fn options(
         &self,
         id: &str,
         tool: &str,
         cancel: &CancelToken,
-        deadline: Instant,
+        (position, deadline): (&str, Instant),
         policy: Option<Arc<CallPolicy>>,
     ) -> CallOptions {
         let tree = &self.tree;
@@ -664,6 +845,7 @@ impl Caller {
             depth: self.depth + 1,
             caller_deadline: deadline,
             tracer: self.tracer.clone(),
+            position: position.to_string(),
         });
         options
     }
@@ -803,6 +985,12 @@ impl Caller {
         );
         None
     }
+}
+
+/// A request's tool, and the digest of its tool and arguments.
+fn what(request: &NestedRequest) -> What {
+    let digest = binding(&request.name, &request.arguments);
+    (request.name.clone(), digest)
 }
 
 /// The answer to a call of `tool` whose task failed: a bug in the host,

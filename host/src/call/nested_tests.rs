@@ -1,5 +1,5 @@
 //! The parts of nested calls that need no guest: which kinds ran, a tree's
-//! budget bookkeeping, replay keys and records, and the refusals a caller
+//! budget bookkeeping, the log of a run's calls and its replay, and the refusals a caller
 //! gives before the path. The integration tests run real trees.
 
 use serde_json::{Map, json};
@@ -99,7 +99,7 @@ fn request(name: &str, arguments: &str) -> NestedRequest {
 
 /// A replay kept in memory.
 #[derive(Default)]
-struct Memory(Mutex<HashMap<String, Recorded>>);
+struct Memory(Mutex<std::collections::HashMap<String, Recorded>>);
 
 impl Memory {
     fn keys(&self) -> Vec<String> {
@@ -117,6 +117,10 @@ impl Replay for Memory {
     fn record(&self, key: String, recorded: Recorded) {
         self.0.lock().unwrap().insert(key, recorded);
     }
+
+    fn spent(&self) -> Duration {
+        Duration::ZERO
+    }
 }
 
 fn replaying(memory: &Arc<Memory>) -> CallOptions {
@@ -125,11 +129,18 @@ fn replaying(memory: &Arc<Memory>) -> CallOptions {
     options
 }
 
-/// The binding `replay_key` hashes a call of `tool` with `arguments` to.
-fn binding(tool: &str, arguments: &str) -> String {
-    blake3::hash(format!("{tool}\n{arguments}").as_bytes())
-        .to_hex()
-        .to_string()
+/// A call of `tool` with `arguments`, as a log compares it.
+fn what_of(tool: &str, arguments: &str) -> What {
+    what(&request(tool, arguments))
+}
+
+/// What a call alone used: one call, `bytes`, its own entry.
+fn alone(bytes: u64, listed: NestedCall) -> Used {
+    Used {
+        calls: 1,
+        bytes,
+        listed: vec![listed],
+    }
 }
 
 /// A caller at `depth` in `tree`, whose tool (upstream) may call nothing,
@@ -139,6 +150,8 @@ fn caller(tree: Arc<Tree>, depth: u32, table: ToolTable) -> Arc<Caller> {
         table: Arc::new(table),
         tree,
         depth,
+        position: String::new(),
+        made: AtomicU32::new(0),
         call_id: "root".into(),
         entry: entry("caller", false),
         tracer: None,
@@ -268,93 +281,128 @@ fn the_listed_calls_are_capped_and_taken_once() {
 }
 
 #[test]
-fn a_tree_without_a_replay_has_no_replay_keys_and_records_nothing() {
+fn a_tree_without_a_replay_logs_nothing() {
     let tree = tree(&limits(5, 4, 100));
-    assert_eq!(tree.replay_key("write", "{}"), None);
-    assert_eq!(tree.replayed("anything.1"), None);
+    assert_eq!(tree.logged("1"), None);
     // Nothing to record into: no panic, nothing kept.
-    tree.record("anything.1".into(), &response(false, None));
+    let used = alone(3, nested_call(1));
+    tree.record("1".into(), what_of("t", "{}"), used, &response(false, None));
 }
 
 #[test]
-fn replay_keys_count_the_occurrences_of_each_call() {
-    let memory = Arc::new(Memory::default());
-    let tree = Tree::new("root", &limits(5, 4, 100), &replaying(&memory));
-    let write = binding("write", r#"{"a":1}"#);
-    assert_eq!(
-        tree.replay_key("write", r#"{"a":1}"#),
-        Some(format!("{write}.1"))
-    );
-    assert_eq!(
-        tree.replay_key("write", r#"{"a":1}"#),
-        Some(format!("{write}.2"))
-    );
-    // Other arguments, or another tool, are another call.
-    let other = binding("write", r#"{"a":2}"#);
-    assert_eq!(
-        tree.replay_key("write", r#"{"a":2}"#),
-        Some(format!("{other}.1"))
-    );
-    let edit = binding("edit", r#"{"a":1}"#);
-    assert_ne!(edit, write);
-    assert_eq!(
-        tree.replay_key("edit", r#"{"a":1}"#),
-        Some(format!("{edit}.1"))
-    );
-    assert_eq!(
-        tree.replay_key("write", r#"{"a":1}"#),
-        Some(format!("{write}.3"))
-    );
-    // The tool and the arguments are kept apart in the binding.
-    assert_ne!(binding("ab", "c"), binding("a", "bc"));
+fn a_binding_keeps_the_tool_and_the_arguments_apart() {
+    assert_ne!(what_of("ab", "c").1, what_of("a", "bc").1);
+    assert_ne!(what_of("t", "{}").1, what_of("t", "{ }").1);
+    assert_eq!(what_of("t", "{}"), what_of("t", "{}"));
 }
 
 #[test]
-fn a_call_that_ran_is_recorded_and_replayed() {
+fn a_call_that_ran_is_logged_at_its_place_and_replayed_counted_and_listed() {
     let memory = Arc::new(Memory::default());
-    let tree = Tree::new("root", &limits(5, 4, 100), &replaying(&memory));
+    let first = Tree::new("root", &limits(5, 4, 100), &replaying(&memory));
     let ok = response(false, None);
-    tree.record("ok.1".into(), &ok);
-    assert_eq!(tree.replayed("ok.1"), Some(ok.clone()));
+    let mut below = nested_call(2);
+    below.parent_call_id = "root.1".into();
+    below.depth = 2;
+    let used = Used {
+        calls: 2,
+        bytes: 30,
+        listed: vec![below, nested_call(1)],
+    };
+    first.record("1".into(), what_of("t", "{}"), used, &ok);
+    let kept = memory.recorded("1").expect("kept");
     assert_eq!(
-        memory.recorded("ok.1"),
-        Some(Recorded {
-            call_id: ok.call_id.clone(),
-            is_error: false,
-            error_kind: None,
-            output: ok.output.clone(),
-            details: ok.details.clone(),
-        })
+        (kept.call_id.as_str(), kept.calls, kept.bytes),
+        (".1", 2, 30)
     );
+    let ids: Vec<_> = kept
+        .listed
+        .iter()
+        .map(|c| (c.call_id.as_str(), c.parent_call_id.as_str()))
+        .collect();
+    assert_eq!(ids, [(".2", ".1"), (".1", "")], "ids without their root's");
+
+    // A later attempt, whose root has another id, gets the answer and
+    // counts and lists the calls again, under its own root.
+    let again = Tree::new("again", &limits(5, 4, 100), &replaying(&memory));
+    let answer = again.replay(again.logged("1").expect("logged"));
+    assert_eq!(answer.call_id, "again.1");
+    assert_eq!((answer.output.as_str(), answer.is_error), ("out", false));
+    assert_eq!(again.count(), 3, "its next call is the third of the run");
+    let (listed, usage) = again.take_listed();
+    let ids: Vec<_> = listed
+        .iter()
+        .map(|c| (c.call_id.as_str(), c.parent_call_id.as_str()))
+        .collect();
+    assert_eq!(ids, [("again.2", "again.1"), ("again.1", "again")]);
+    assert_eq!((usage.calls, usage.bytes, usage.depth), (3, 30, 2));
     // A call that ran and failed ran all the same.
-    for (key, kind) in [
-        ("tool-error.1", ErrorKind::ToolError),
-        ("timeout.1", ErrorKind::Timeout),
-        ("trap.1", ErrorKind::Trap),
+    for (place, kind) in [
+        ("2", ErrorKind::ToolError),
+        ("3", ErrorKind::Timeout),
+        ("4", ErrorKind::Trap),
     ] {
         let failed = response(true, Some(kind));
-        tree.record(key.into(), &failed);
-        assert_eq!(tree.replayed(key), Some(failed), "{kind:?}");
+        first.record(
+            place.into(),
+            what_of("t", "{}"),
+            alone(1, nested_call(1)),
+            &failed,
+        );
+        assert_eq!(
+            memory.recorded(place).map(|r| r.error_kind),
+            Some(Some(kind))
+        );
     }
-    assert_eq!(tree.replayed("unknown.1"), None);
+    assert_eq!(first.logged("9"), None);
 }
 
 #[test]
-fn a_refused_call_is_not_recorded() {
+fn a_stopped_or_spent_tree_replays_nothing() {
+    let memory = Arc::new(Memory::default());
+    let recorded = |tree: &Tree| {
+        let used = alone(1, nested_call(1));
+        tree.record("1".into(), what_of("t", "{}"), used, &response(false, None));
+    };
+    let spent = Tree::new("root", &limits(5, 4, 100), &replaying(&memory));
+    recorded(&spent);
+    spent.spent.store(true, Ordering::SeqCst);
+    assert_eq!(spent.logged("1"), None);
+    let stop = CancelToken::new();
+    let stopped = Tree::new(
+        "root",
+        &limits(5, 4, 100),
+        &replaying(&memory).cancel_token(stop.clone()),
+    );
+    assert!(stopped.logged("1").is_some());
+    stop.cancel();
+    assert_eq!(stopped.logged("1"), None);
+}
+
+#[test]
+fn a_refused_call_is_not_logged() {
     let memory = Arc::new(Memory::default());
     let tree = Tree::new("root", &limits(5, 4, 100), &replaying(&memory));
-    for kind in [
+    let kinds = [
         ErrorKind::PermissionDenied,
         ErrorKind::NestedLimit,
         ErrorKind::NotFound,
         ErrorKind::InvalidArguments,
         ErrorKind::Cancelled,
         ErrorKind::Unavailable,
-    ] {
-        tree.record(format!("{kind:?}.1"), &response(true, Some(kind)));
+    ];
+    for (n, kind) in kinds.into_iter().enumerate() {
+        let used = alone(1, nested_call(n));
+        tree.record(
+            n.to_string(),
+            what_of("t", "{}"),
+            used,
+            &response(true, Some(kind)),
+        );
     }
     // An error without a kind is not known to have run.
-    tree.record("no-kind.1".into(), &response(true, None));
+    let used = alone(1, nested_call(9));
+    tree.record("9".into(), what_of("t", "{}"), used, &response(true, None));
     assert!(memory.keys().is_empty(), "{:?}", memory.keys());
 }
 
@@ -554,18 +602,32 @@ fn a_result_past_the_bytes_is_withheld() {
     assert_eq!(tree.take_listed().1.bytes, 4);
 }
 
-#[tokio::test]
-async fn a_replayed_call_is_answered_from_the_earlier_run() {
+/// A log holding, at place 1, a write of `{}` that answered "written".
+fn logged_write() -> Arc<Memory> {
     let memory = Arc::new(Memory::default());
+    let (tool, binding) = what_of("write", "{}");
+    let mut listed = nested_call(1);
+    listed.call_id = ".1".into();
+    listed.parent_call_id = String::new();
     let recorded = Recorded {
-        call_id: "earlier.1".into(),
+        tool,
+        binding,
+        call_id: ".1".into(),
         is_error: false,
         error_kind: None,
         output: "written".into(),
         details: None,
+        calls: 1,
+        bytes: 9,
+        listed: vec![listed],
     };
-    let key = format!("{}.1", binding("write", "{}"));
-    memory.record(key.clone(), recorded.clone());
+    memory.record("1".into(), recorded);
+    memory
+}
+
+#[tokio::test]
+async fn a_call_at_a_logged_place_is_answered_from_the_log_and_counted() {
+    let memory = logged_write();
     let tree = Tree::new("root", &limits(5, 4, 1 << 20), &replaying(&memory));
     let table = ToolTable::from_entries(vec![entry("write", false)]);
     let caller = caller(tree.clone(), 0, table);
@@ -573,46 +635,81 @@ async fn a_replayed_call_is_answered_from_the_earlier_run() {
         .clone()
         .call(vec![request("write", "{}")], later())
         .await;
-    assert_eq!(first[0].call_id, "earlier.1");
+    assert_eq!(first[0].call_id, "root.1");
     assert_eq!(first[0].output, "written");
     assert!(!first[0].is_error);
-    // Not run: neither counted nor listed.
-    let (listed, usage) = tree.take_listed();
-    assert!(listed.is_empty());
-    assert_eq!(usage.calls, 0);
-    // The second occurrence has no answer: it takes the path, is refused
-    // (this caller may call nothing), and the refusal is not kept.
+    // The second call (the same again) is not logged: it takes the path,
+    // is refused (this caller may call nothing), and is not kept.
     let second = caller
         .clone()
         .call(vec![request("write", "{}")], later())
         .await;
     assert_eq!(second[0].error_kind, Some(ErrorKind::PermissionDenied));
-    assert_eq!(memory.keys(), [key]);
+    assert_eq!(second[0].call_id, "root.2");
+    assert_eq!(memory.keys(), ["1"]);
+    // Both counted and listed, as one run.
+    let (listed, usage) = tree.take_listed();
+    let ids: Vec<_> = listed.iter().map(|c| c.call_id.as_str()).collect();
+    assert_eq!(ids, ["root.1", "root.2"]);
+    assert_eq!(usage.calls, 2);
+    assert_eq!(tree.diverged(), None);
 }
 
 #[tokio::test]
-async fn read_only_calls_take_no_replay_key() {
-    let memory = Arc::new(Memory::default());
+async fn a_call_that_is_not_the_logged_one_ends_the_run_naming_it() {
+    let memory = logged_write();
     let tree = Tree::new("root", &limits(5, 4, 1 << 20), &replaying(&memory));
-    let table = ToolTable::from_entries(vec![entry("read", true), entry("write", false)]);
+    let table = ToolTable::from_entries(vec![entry("write", false), entry("edit", false)]);
     let caller = caller(tree.clone(), 0, table);
-    caller
+    let diverged = caller
         .clone()
-        .call(vec![request("read", "{}")], later())
+        .call(vec![request("write", r#"{"other":1}"#)], later())
         .await;
-    // An unknown tool has no entry to say it has effects: no key either.
-    caller
+    assert!(diverged[0].is_error);
+    let said = &diverged[0].output;
+    assert!(said.contains("diverged from its earlier attempt"), "{said}");
+    assert!(
+        said.contains("at 1 is now `write` again, with other arguments"),
+        "{said}"
+    );
+    assert_eq!(tree.diverged().as_ref(), Some(said));
+    // The run ends: the next call is refused, and nothing was kept.
+    let next = caller
         .clone()
-        .call(vec![request("nope", "{}")], later())
+        .call(vec![request("edit", "{}")], later())
         .await;
-    caller
-        .clone()
-        .call(vec![request("write", "{}")], later())
-        .await;
-    let (_, seen) = tree.replay.as_ref().expect("a replay");
-    let seen = seen.lock().unwrap();
-    assert_eq!(seen.len(), 1, "{seen:?}");
-    assert_eq!(seen.get(&binding("write", "{}")), Some(&1));
+    assert_eq!(next[0].error_kind, Some(ErrorKind::NestedLimit));
+    assert_eq!(memory.keys(), ["1"]);
+
+    let other_tool = Tree::new("root", &limits(5, 4, 1 << 20), &replaying(&memory));
+    let table = ToolTable::from_entries(vec![entry("edit", false)]);
+    let caller = self::caller(other_tool.clone(), 0, table);
+    let diverged = caller.call(vec![request("edit", "{}")], later()).await;
+    let said = &diverged[0].output;
+    assert!(
+        said.contains("at 1 is now `edit`, where it called `write`"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_callers_calls_have_places_under_its_own() {
+    let root = caller(tree(&limits(5, 4, 100)), 0, ToolTable::default());
+    assert_eq!([root.next_position(), root.next_position()], ["1", "2"]);
+    let nested = Caller {
+        table: root.table.clone(),
+        tree: root.tree.clone(),
+        depth: 1,
+        position: "2".into(),
+        made: AtomicU32::new(0),
+        call_id: "root.2".into(),
+        entry: root.entry.clone(),
+        tracer: None,
+    };
+    assert_eq!(
+        [nested.next_position(), nested.next_position()],
+        ["2.1", "2.2"]
+    );
 }
 
 #[test]

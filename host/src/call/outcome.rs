@@ -8,6 +8,7 @@
 //! and details are redacted before the caller sees them.
 
 use std::sync::Arc;
+use std::time::Duration;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -59,6 +60,10 @@ async fn in_sandbox(
         arguments,
         tools,
         caller_deadline: options.nesting.as_ref().map(|n| n.caller_deadline),
+        spent: options
+            .replay
+            .as_ref()
+            .map_or(Duration::ZERO, |r| r.spent()),
     };
     let observer = Observer::new(options.events().cloned());
     let ran = sandbox::run(&component.sandbox, invocation, observer, options.cancel()).await;

@@ -12,6 +12,7 @@ use rmcp::model::{
 };
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
@@ -106,9 +107,14 @@ pub struct Round {
     /// arguments): an answer approves one occurrence, not every call alike.
     seen: Mutex<BTreeMap<String, u32>>,
     stop: CancelToken,
-    /// The nested calls with effects this run and the runs before it made
-    /// (see [`Replay`]), carried in the request state.
+    /// The nested calls that ran in this attempt of the run and the ones
+    /// before it, by their place in the run (see [`Replay`]), carried in
+    /// the request state.
     done: Mutex<BTreeMap<String, Recorded>>,
+    /// The wall time the earlier attempts took.
+    spent: Duration,
+    /// When this attempt started.
+    started: Instant,
 }
 
 /// The most bytes of nested calls' answers a request state carries; past
@@ -128,6 +134,9 @@ struct State {
     asked: Vec<String>,
     #[serde(default)]
     done: BTreeMap<String, Recorded>,
+    /// The wall time the run took so far, in milliseconds.
+    #[serde(default)]
+    spent_ms: u64,
 }
 
 impl Round {
@@ -143,15 +152,15 @@ impl Round {
             .as_deref()
             .and_then(|state| serde_json::from_str::<State>(state).ok())
             .filter(|state| state.call == call);
-        let (answers, done) = match state {
-            None => (BTreeMap::new(), BTreeMap::new()),
+        let (answers, done, spent) = match state {
+            None => (BTreeMap::new(), BTreeMap::new(), 0),
             Some(mut state) => {
                 let given = request.input_responses.iter().flatten();
                 let asked = given.filter(|(key, _)| state.asked.contains(key));
                 state
                     .answers
                     .extend(asked.map(|(key, value)| (key.clone(), value.clone())));
-                (state.answers, state.done)
+                (state.answers, state.done, state.spent_ms)
             }
         };
         Round {
@@ -161,6 +170,8 @@ impl Round {
             seen: Mutex::default(),
             stop,
             done: Mutex::new(done),
+            spent: Duration::from_millis(spent),
+            started: Instant::now(),
         }
     }
 
@@ -241,6 +252,7 @@ impl Round {
             answers: self.answers.clone(),
             asked: asked.keys().cloned().collect(),
             done: self.done.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            spent_ms: self.spent().as_millis() as u64,
         };
         let state = serde_json::to_string(&state).expect("a state serializes");
         InputRequiredResult::new(Some(asked), Some(state))
@@ -248,12 +260,16 @@ impl Round {
 }
 
 impl Replay for Round {
-    fn recorded(&self, key: &str) -> Option<Recorded> {
+    fn recorded(&self, position: &str) -> Option<Recorded> {
         let done = self.done.lock().unwrap_or_else(|e| e.into_inner());
-        done.get(key).cloned()
+        done.get(position).cloned()
     }
 
-    fn record(&self, key: String, mut recorded: Recorded) {
+    fn spent(&self) -> Duration {
+        self.spent + self.started.elapsed()
+    }
+
+    fn record(&self, position: String, mut recorded: Recorded) {
         let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
         let size = |r: &Recorded| r.output.len() + r.details.as_ref().map_or(0, String::len);
         let kept: usize = done.values().map(size).sum();
@@ -264,7 +280,7 @@ impl Replay for Round {
                 recorded.output.push_str(" […]");
             }
         }
-        done.insert(key, recorded);
+        done.insert(position, recorded);
     }
 }
 
@@ -497,11 +513,16 @@ mod tests {
 
     fn answer(output: usize) -> Recorded {
         Recorded {
-            call_id: "c.1".into(),
+            tool: "t".into(),
+            binding: "b".into(),
+            call_id: ".1".into(),
             is_error: false,
             error_kind: None,
             output: "x".repeat(output),
             details: Some("{}".into()),
+            calls: 1,
+            bytes: output as u64,
+            listed: Vec::new(),
         }
     }
 

@@ -169,7 +169,8 @@ impl McpServer {
         let work = async move {
             let (result, ()) = tokio::join!(run.instrument(span), forwarder.run(received));
             // A nested call came to a question (2026-07-28): ask it.
-            if let Some(input_required) = round.and_then(|round| round.pending()) {
+            if let Some(mut input_required) = round.and_then(|round| round.pending()) {
+                input_required.meta = Some(mapping::call_meta(&result, None));
                 return Ok(input_required.into());
             }
             Ok(mapping::call_result(result, has_output_schema).into())

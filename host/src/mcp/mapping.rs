@@ -75,6 +75,7 @@ pub fn call_result(result: CallResult, has_output_schema: bool) -> CallToolResul
     // the model reads) nor in `structuredContent` (which a client checks
     // against the output schema of a success): they go with the figures.
     let failure_details = result.details.clone().filter(|_| result.is_error);
+    let meta = call_meta(&result, failure_details);
     let mut content = vec![ContentBlock::text(result.output)];
     let mut mapped = if result.is_error {
         CallToolResult::error(content)
@@ -87,6 +88,15 @@ pub fn call_result(result: CallResult, has_output_schema: bool) -> CallToolResul
         mapped.structured_content = structured;
         mapped
     };
+    mapped.meta = Some(meta);
+    mapped
+}
+
+/// The `_meta` of a call's answer: toolcage's figures ([`CALL_META_KEY`]),
+/// with a failure's `details`. An input-required answer of a run paused
+/// for a question carries it too, so that its record lists the calls the
+/// run made so far.
+pub fn call_meta(result: &CallResult, failure_details: Option<Value>) -> rmcp::model::MetaObject {
     let mut meta = rmcp::model::MetaObject::new();
     let mut figures = json!({
         "error_kind": result.error_kind,
@@ -106,8 +116,7 @@ pub fn call_result(result: CallResult, has_output_schema: bool) -> CallToolResul
         figures["details"] = details;
     }
     meta.insert(CALL_META_KEY.to_string(), figures);
-    mapped.meta = Some(meta);
-    mapped
+    meta
 }
 
 /// A guest's log level as MCP's (`warn` is MCP's `warning`; `trace` has no

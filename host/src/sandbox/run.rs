@@ -56,6 +56,9 @@ pub(crate) enum Invocation {
         /// latest, and is refused at once rather than wait for a slot that
         /// cannot free (see `slots`).
         caller_deadline: Option<Instant>,
+        /// The time the call's run took in its earlier attempts (a run
+        /// paused for an answer): it counts against the timeout.
+        spent: Duration,
     },
 }
 
@@ -66,6 +69,13 @@ impl Invocation {
                 caller_deadline, ..
             } => *caller_deadline,
             Invocation::Describe => None,
+        }
+    }
+
+    fn spent(&self) -> Duration {
+        match self {
+            Invocation::Call { spent, .. } => *spent,
+            Invocation::Describe => Duration::ZERO,
         }
     }
 }
@@ -213,7 +223,8 @@ pub(crate) async fn run(
     tokio::task::consume_budget().await;
     let started = Instant::now();
     let limits = &sandbox.grants.limits;
-    let (deadline, ends) = Ends::of(limits.timeout, started, invocation.caller_deadline());
+    let timeout = (limits.timeout, invocation.spent());
+    let (deadline, ends) = Ends::of(timeout, started, invocation.caller_deadline());
     let fuel_budget = limits.fuel.unwrap_or(u64::MAX);
     let capture = Capture {
         stdout: CappedPipe::new(limits.log_bytes),
@@ -359,23 +370,27 @@ async fn admit<'s>(
 #[derive(Debug, Clone, Copy)]
 struct Ends {
     time: Duration,
+    /// What earlier attempts of the run took of its time limit.
+    spent: Duration,
     /// The caller's time, shorter than the call's own.
     by_caller: bool,
     nested: bool,
 }
 
 impl Ends {
-    /// For a call of `timeout`, started at `started`, whose caller (if
-    /// any) must be answered by `caller_deadline`; with the deadline.
+    /// For a call of `timeout` (of which earlier attempts of its run
+    /// `spent` some), started at `started`, whose caller (if any) must be
+    /// answered by `caller_deadline`; with the deadline.
     fn of(
-        timeout: Duration,
+        (timeout, spent): (Duration, Duration),
         started: Instant,
         caller_deadline: Option<Instant>,
     ) -> (Instant, Ends) {
-        let own = started + timeout;
+        let own = started + timeout.saturating_sub(spent);
         let deadline = caller_deadline.map_or(own, |caller| caller.min(own));
         let ends = Ends {
             time: deadline.saturating_duration_since(started),
+            spent,
             by_caller: deadline < own,
             nested: caller_deadline.is_some(),
         };
@@ -385,7 +400,14 @@ impl Ends {
     fn describe(self) -> String {
         match self.by_caller {
             true => format!("the {} its caller had left", human_duration(self.time)),
-            false => format!("its time limit of {}", human_duration(self.time)),
+            false if self.spent.is_zero() => {
+                format!("its time limit of {}", human_duration(self.time))
+            }
+            false => format!(
+                "the {} left of its time limit, its run's earlier attempts (before it paused for an answer) having taken {}",
+                human_duration(self.time),
+                human_duration(self.spent)
+            ),
         }
     }
 }
@@ -719,7 +741,12 @@ mod tests {
     use super::*;
 
     fn ends() -> Ends {
-        Ends::of(Duration::from_millis(20), Instant::now(), None).1
+        Ends::of(
+            (Duration::from_millis(20), Duration::ZERO),
+            Instant::now(),
+            None,
+        )
+        .1
     }
 
     #[tokio::test]
