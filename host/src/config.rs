@@ -106,6 +106,7 @@ mod keys;
 mod mcp_servers;
 mod raw;
 mod secrets;
+mod state;
 #[cfg(test)]
 mod tests;
 
@@ -115,6 +116,7 @@ pub use error::ConfigError;
 pub use grants::NetworkConfig;
 pub use keys::Key as ConfigKey;
 pub use secrets::SecretSource;
+pub use state::StateConfig;
 
 use components::components;
 use distribution::{oci, tools, trust};
@@ -122,6 +124,7 @@ use grants::{code_mode, limits, mounts, network};
 use mcp_servers::mcp_servers;
 use raw::RawConfig;
 use secrets::secrets;
+use state::state;
 
 /// The name of the file looked up in the working directory.
 pub const CONFIG_FILE_NAME: &str = "toolcage.toml";
@@ -155,6 +158,9 @@ pub struct Config {
     /// scripts may call, what they may print. Default:
     /// [`CodeMode::default()`](crate::code_mode::CodeMode).
     pub code_mode: CodeMode,
+    /// How the MCP server seals a paused run's state (`[state]`). Default:
+    /// [`StateConfig::default()`].
+    pub state: StateConfig,
     /// Upstream MCP servers (`[mcp_servers.NAME]`) whose tools join the
     /// registry after every other tool, in name order.
     pub mcp_servers: Vec<UpstreamServer>,
@@ -181,6 +187,7 @@ impl Default for Config {
             secrets: BTreeMap::new(),
             components: BTreeMap::new(),
             code_mode: CodeMode::default(),
+            state: StateConfig::default(),
             mcp_servers: Vec::new(),
             permissions: Permissions::allow_all(),
         }
@@ -234,6 +241,7 @@ impl Config {
             mcp_servers: mcp_servers(&raw.mcp_servers, &secrets, &resolve)?,
             secrets,
             code_mode: code_mode(&raw.code_mode)?,
+            state: state(&raw.state, &resolve)?,
             permissions: Permissions::from_rules("allow", raw.permissions)
                 .map_err(ConfigError::Permissions)?,
         })

@@ -62,6 +62,7 @@ pub mod integration;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 mod sandbox;
+pub mod state;
 #[cfg(feature = "otel")]
 pub mod telemetry;
 pub mod upstream;
@@ -82,7 +83,7 @@ pub use catalog::table::ToolInfo;
 pub use catalog::watch::{WatchOptions, Watcher};
 pub use config::{
     CONFIG_FILE_NAME, ComponentConfig, Config, ConfigError, ConfigKey, NetworkConfig, OciConfig,
-    SecretSource, TrustConfig, TrustKeyConfig,
+    SecretSource, StateConfig, TrustConfig, TrustKeyConfig,
 };
 pub use sandbox::cache::{DEFAULT_DISK_CACHE_BYTES, OwnedDirError};
 pub use sandbox::content::MAX_COMPONENT_BYTES;

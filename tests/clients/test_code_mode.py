@@ -32,7 +32,10 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from conftest import BIN, TOOLS
+import httpx2
+from mcp.client.streamable_http import streamable_http_client
+
+from conftest import BIN, TOKEN, TOOLS, launch_http
 
 # `mode` (conftest.py): the older revisions' handshake, or 2026-07-28.
 pytestmark = pytest.mark.anyio
@@ -524,6 +527,153 @@ await misbehave(mode="sleep", amount=1500)
     assert (directory / "asked.txt").read_text() == "yes"
     assert error_kind(result) == "timeout", result.meta[META]
     assert "its run's earlier attempts" in text(result) or mode == "legacy", text(result)
+
+
+# --- Sealed state (2026-07-28, driven by hand) -------------------------------
+
+# What WRITE_ONCE's run answers: its result, as text.
+DONE = '"done"'
+WRITE_ONCE = 'await edit_file(path="/rw/log.txt", old_text="END", new_text="x\\nEND")\nawait write_file(path="/rw/asked.txt", content="yes")\n"done"'
+
+
+async def pause(client, code=WRITE_ONCE):
+    """`run_code` of `code` up to its first question: the input-required result."""
+    result = await client.session.call_tool("run_code", {"code": code}, allow_input_required=True)
+    assert isinstance(result, types.InputRequiredResult), result
+    return result
+
+
+async def retry(client, paused, state=None, code=WRITE_ONCE):
+    """The retry of `paused` with a yes to each question, bringing back
+    `state` (the paused run's own by default)."""
+    yes = types.ElicitResult(action="accept", content={"approve": True})
+    return await client.session.call_tool(
+        "run_code",
+        {"code": code},
+        allow_input_required=True,
+        input_responses={key: yes for key in paused.input_requests},
+        request_state=paused.request_state if state is None else state,
+    )
+
+
+def refused_state(result, why):
+    """Asserts `result` is the refusal of its request state, saying `why`."""
+    assert isinstance(result, types.CallToolResult), result
+    assert result.is_error, text(result)
+    said = text(result)
+    assert "The request state this retry of `run_code` brought back was refused: " in said, said
+    assert why in said and "Nothing ran." in said, said
+
+
+@asynccontextmanager
+async def sealing(tmp_path, state_config=""):
+    """A 2026-07-28 client of a server asking before writes, with a
+    read-write /rw holding log.txt; yields (client, directory)."""
+    directory, flags = read_write_mount(tmp_path)
+    (directory / "log.txt").write_text("END\n")
+    answer, _ = answering(lambda question: True)
+    args = toolcage_args(tmp_path, ASK_WRITES + state_config, flags)
+    async with serving(args, "2026-07-28", elicitation_callback=answer) as client:
+        yield client, directory
+
+
+async def test_a_state_is_sealed_and_answers_one_retry(tmp_path):
+    async with sealing(tmp_path) as (client, directory):
+        paused = await pause(client)
+        assert "asked.txt" not in paused.request_state and "edit_file" not in paused.request_state
+        done = await retry(client, paused)
+        assert text(done) == DONE, text(done)
+        # The same state again: refused, and nothing ran again.
+        refused_state(await retry(client, paused), "it was used already: a state answers one retry")
+    assert (directory / "log.txt").read_text() == "x\nEND\n"
+
+
+async def test_an_altered_state_or_one_for_other_arguments_is_refused_and_nothing_runs(tmp_path):
+    async with sealing(tmp_path) as (client, directory):
+        paused = await pause(client)
+        state = paused.request_state
+        middle = len(state) // 2
+        flipped = state[:middle] + ("A" if state[middle] != "A" else "B") + state[middle + 1:]
+        refused_state(await retry(client, paused, flipped), "it was altered")
+        refused_state(await retry(client, paused, "forged"), "it is not a state this server made")
+        other = WRITE_ONCE.replace("yes", "no")
+        refused_state(
+            await retry(client, paused, code=other), "it is for another call (another tool, or other arguments)"
+        )
+        # None of it used the state up.
+        assert text(await retry(client, paused)) == DONE
+    assert (directory / "log.txt").read_text() == "x\nEND\n"
+    assert (directory / "asked.txt").read_text() == "yes"
+
+
+async def test_an_expired_state_is_refused(tmp_path):
+    async with sealing(tmp_path, "\n[state]\nexpiry_ms = 300\n") as (client, directory):
+        paused = await pause(client)
+        await anyio.sleep(0.6)
+        refused_state(await retry(client, paused), "it expired")
+    assert not (directory / "asked.txt").exists()
+
+
+@asynccontextmanager
+async def over_http(tmp_path, state_config="", tokens=None):
+    """A `toolcage serve --http` asking before writes (with a token file, if
+    `tokens`), with a read-write /rw holding log.txt; yields a function
+    opening a 2026-07-28 client of it with a token (or none)."""
+    directory, flags = read_write_mount(tmp_path)
+    (directory / "log.txt").write_text("END\n")
+    serve = ["--http", "127.0.0.1:0"]
+    if tokens:
+        (tmp_path / "tokens").write_text("\n".join(tokens) + "\n")
+        serve += ["--token-file", str(tmp_path / "tokens")]
+    process, url = launch_http(toolcage_args(tmp_path, ASK_WRITES + state_config, flags, serve))
+    answer, _ = answering(lambda question: True)
+
+    @asynccontextmanager
+    async def client_of(token=None):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            transport = streamable_http_client(url, http_client=http)
+            async with Client(transport, mode="2026-07-28", elicitation_callback=answer) as client:
+                yield client
+
+    try:
+        yield client_of
+    finally:
+        process.terminate()
+        assert process.wait(timeout=30) == 0
+
+
+async def test_a_large_state_stays_on_the_server_and_a_handle_it_lost_is_refused(tmp_path):
+    """`inline_kib = 0`: every state stays in the store, the client holding
+    a handle. A second server with the same key (over HTTP without tokens,
+    where a state is anyone's) opens the seal but has no such handle: its
+    store is its own."""
+    key = tmp_path / "state.key"
+    key.write_text("ab" * 32 + "\n")
+    config = f'\n[state]\ninline_kib = 0\nkey_file = "{key}"\n'
+    (tmp_path / "first").mkdir()
+    async with over_http(tmp_path / "first", config) as client_of:
+        async with client_of() as client:
+            paused = await pause(client)
+            assert len(paused.request_state) < 400, paused.request_state
+    (tmp_path / "second").mkdir()
+    async with over_http(tmp_path / "second", config) as client_of:
+        async with client_of() as client:
+            refused_state(await retry(client, paused), "the server no longer holds it")
+            # Its own states it holds.
+            assert text(await retry(client, await pause(client))) == DONE
+    assert (tmp_path / "second" / "rw" / "asked.txt").read_text() == "yes"
+
+
+async def test_another_tokens_state_is_refused(tmp_path):
+    """Over HTTP with two tokens: a state is its token's."""
+    other = "second-token-5be1"
+    async with over_http(tmp_path, tokens=[TOKEN, other]) as client_of:
+        async with client_of(TOKEN) as mine, client_of(other) as theirs:
+            paused = await pause(mine)
+            refused_state(await retry(theirs, paused), "it belongs to another caller")
+            assert text(await retry(mine, paused)) == DONE
+    assert (tmp_path / "rw" / "log.txt").read_text() == "x\nEND\n"
 
 
 async def test_an_uncaught_refusal_ends_the_script_with_permission_error(tmp_path, mode):

@@ -290,6 +290,28 @@ const CODE_MODE: [Key; 3] = [
         "what a script may print, in KiB",
     ),
 ];
+const STATE: [Key; 4] = [
+    key(
+        "state.key_file",
+        "none",
+        "the key (32 bytes, or 64 hex digits) sealing a paused run's state; without it, a key of the server process's own",
+    ),
+    key(
+        "state.expiry_ms",
+        "600000",
+        "how long a paused run's state lasts, in milliseconds",
+    ),
+    key(
+        "state.inline_kib",
+        "64",
+        "the largest state a client carries, in KiB; a larger one stays in the server's store",
+    ),
+    key(
+        "state.store_mib",
+        "64",
+        "what the server's state store holds in memory, in MiB",
+    ),
+];
 const MCP_SERVERS_SANDBOX: [Key; 2] = [
     key(
         "mcp_servers.*.sandbox",
@@ -387,6 +409,7 @@ const KEYS: &[&[Key]] = &[
     &COMPONENT_REST,
     &DISTRIBUTION,
     &CODE_MODE,
+    &STATE,
     &MCP_SERVERS,
     &MCP_SERVERS_SANDBOX,
     &MCP_SERVER_MOUNTS,

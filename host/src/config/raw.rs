@@ -28,6 +28,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) code_mode: RawCodeMode,
     #[serde(default)]
+    pub(super) state: RawState,
+    #[serde(default)]
     pub(super) mcp_servers: BTreeMap<String, RawUpstreamServer>,
     #[serde(default)]
     pub(super) permissions: BTreeMap<String, String>,
@@ -62,6 +64,14 @@ pub(super) struct RawCodeMode {
     pub(super) enabled: Option<bool>,
     pub(super) tools: Option<Vec<String>>,
     pub(super) print_kib: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct RawState {
+    pub(super) key_file: Option<PathBuf>,
+    pub(super) expiry_ms: Option<u64>,
+    pub(super) inline_kib: Option<u64>,
+    pub(super) store_mib: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]

@@ -177,6 +177,37 @@ fn mcp_servers_parse_and_bad_ones_are_refused() {
 }
 
 #[test]
+fn state_parses_resolves_its_key_file_and_refuses_bad_values() {
+    assert_eq!(parse("").unwrap().state, crate::StateConfig::default());
+    let text = "[state]\nkey_file = \"state.key\"\nexpiry_ms = 1500\ninline_kib = 0\nstore_mib = 2";
+    let state = parse(text).unwrap().state;
+    assert_eq!(
+        state.key_file.as_deref(),
+        Some(Path::new("/etc/toolcage/state.key"))
+    );
+    assert_eq!(state.expiry, std::time::Duration::from_millis(1500));
+    assert_eq!((state.inline_bytes, state.store_bytes), (0, 2 << 20));
+    // The key file is read when the options are made, and must hold a key.
+    let error = state.options().err().unwrap().to_string();
+    assert!(
+        error.contains("/etc/toolcage/state.key could not be read"),
+        "{error}"
+    );
+    for (text, key) in [
+        ("expiry_ms = 0", "state.expiry_ms"),
+        ("store_mib = 0", "state.store_mib"),
+    ] {
+        let error = parse(&format!("[state]\n{text}")).unwrap_err();
+        assert!(
+            error.contains(key) && error.contains("greater than 0"),
+            "{error}"
+        );
+    }
+    let error = parse("[state]\nkey = \"abc\"").unwrap_err();
+    assert!(error.contains("key"), "{error}");
+}
+
+#[test]
 fn code_mode_parses_and_refuses_bad_values() {
     assert_eq!(parse("").unwrap().code_mode, CodeMode::default());
     let config = parse("[code_mode]\ntools = [\"read_*\", \"calc\"]\nprint_kib = 8").unwrap();

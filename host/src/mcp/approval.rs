@@ -7,8 +7,9 @@
 //! asked again), and anything but an explicit yes is a refusal.
 
 use rmcp::model::{
-    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
-    InputRequest, InputRequests, InputRequiredResult, ProtocolVersion,
+    CallToolResponse, CallToolResult, ContentBlock, ElicitRequest, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ElicitationSchema, InputRequest, InputRequests,
+    InputRequiredResult, ProtocolVersion,
 };
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,8 @@ use crate::catalog::elicit::{Elicitation, ElicitationRequest};
 use crate::catalog::interpreter::RUN_CODE;
 use crate::catalog::permissions::{Approval, ApprovalRequest, Approver};
 use crate::sandbox::outcome::CancelToken;
+use crate::state::StoreError;
+use crate::state::seal::{Binding, Refused, Sealer};
 
 /// Why a client without elicitation cannot approve a call.
 pub const NO_ELICITATION: &str =
@@ -51,14 +54,14 @@ pub type Asking = (Option<Box<dyn Approver>>, Option<Arc<Round>>);
 /// requests: a question ends the call with an input-required result, and
 /// the client retries the call with the answer. A nested call asked about
 /// so stops its root call (see [`Round`]).
-pub fn approver(
+pub async fn approver(
     request: &rmcp::model::CallToolRequestParams,
     context: &RequestContext<RoleServer>,
-    call_id: &str,
-    arguments: Option<&Value>,
+    (call_id, arguments): (&str, Option<&Value>),
     asks: bool,
     stop: &CancelToken,
-) -> Result<Asking, Box<InputRequiredResult>> {
+    sealer: &Arc<Sealer>,
+) -> Result<Asking, Box<CallToolResponse>> {
     let can_elicit = context
         .client_capabilities()
         .is_some_and(|capabilities| capabilities.elicitation.is_some());
@@ -76,12 +79,18 @@ pub fn approver(
         };
         return Ok((Some(Box::new(asker)), None));
     }
-    let round = Arc::new(Round::new(request, arguments, stop.clone()));
+    let seal = Seal {
+        sealer: sealer.clone(),
+        caller: caller(context, sealer),
+    };
+    let round = Round::open(request, arguments, stop.clone(), seal).await;
+    let round =
+        Arc::new(round.map_err(|refused| Box::new(refused_state(&request.name, &refused).into()))?);
     if let (true, Some(arguments)) = (asks, arguments)
         && !round.answers.contains_key(QUESTION)
     {
         round.ask(QUESTION.to_string(), question(&request.name, arguments));
-        return Err(Box::new(round.input_required()));
+        return Err(Box::new(round.input_required().await));
     }
     let (asking, call_id) = (round.clone(), call_id.to_string());
     let approver = move |asked: ApprovalRequest| {
@@ -89,6 +98,41 @@ pub fn approver(
         async move { approval }
     };
     Ok((Some(Box::new(approver)), Some(round)))
+}
+
+/// Who made `context`'s request, as a sealed state is bound to it: the
+/// hash of its bearer token over HTTP with tokens, anyone over HTTP
+/// without, and this server process over stdio.
+fn caller(context: &RequestContext<RoleServer>, sealer: &Sealer) -> String {
+    let http = context.extensions.get::<http::request::Parts>().is_some();
+    match (super::tasks::owner(context), http) {
+        (Some(owner), _) => format!("token:{}", blake3::Hash::from(owner.0).to_hex()),
+        (None, true) => "http".to_string(),
+        (None, false) => format!("stdio:{}", sealer.process()),
+    }
+}
+
+/// The answer to a retry whose request state was refused: a tool error
+/// the model can act on. Nothing ran.
+fn refused_state(tool: &str, refused: &Refused) -> CallToolResult {
+    let text = format!(
+        "The request state this retry of `{tool}` brought back was refused: {refused}. Nothing ran. Call `{tool}` again without it: a new run, from its start."
+    );
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+/// The answer to a run that paused but whose state could not be kept.
+fn unkept_state(tool: &str, error: &StoreError) -> CallToolResponse {
+    let text = format!(
+        "`{tool}` stopped to ask a question, but the state it needs to go on could not be kept ({error}). What it did before the question stands; call it again to run it anew."
+    );
+    CallToolResult::error(vec![ContentBlock::text(text)]).into()
+}
+
+/// Where a round's state is sealed, and for whom.
+struct Seal {
+    sealer: Arc<Sealer>,
+    caller: String,
 }
 
 /// One round of a 2026-07-28 call's questions: the answers its client sent
@@ -99,6 +143,8 @@ pub fn approver(
 /// the answers, and the tool runs again from the start, in a fresh
 /// sandbox as every call does.
 pub struct Round {
+    /// The call's tool.
+    tool: String,
     /// What the answers are about: the call's tool and arguments.
     call: String,
     answers: BTreeMap<String, Value>,
@@ -115,6 +161,7 @@ pub struct Round {
     spent: Duration,
     /// When this attempt started.
     started: Instant,
+    seal: Seal,
 }
 
 /// The most bytes of nested calls' answers a request state carries; past
@@ -123,12 +170,12 @@ const MAX_DONE_BYTES: usize = 256 << 10;
 /// What is kept of an answer's output past [`MAX_DONE_BYTES`].
 const CUT_OUTPUT_CHARS: usize = 1024;
 
-/// The request state a 2026-07-28 call's input-required result carries: the
-/// call it is about, the answers given so far, and the questions it asks
-/// now (only answers to those are taken from the retry).
-#[derive(serde::Serialize, serde::Deserialize)]
+/// The request state a 2026-07-28 call's input-required result carries,
+/// sealed for its call and caller ([`Sealer`]): the answers given so far,
+/// the questions it asks now (only answers to those are taken from the
+/// retry), the calls that ran and the time the run took.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 struct State {
-    call: String,
     answers: BTreeMap<String, Value>,
     #[serde(default)]
     asked: Vec<String>,
@@ -140,39 +187,44 @@ struct State {
 }
 
 impl Round {
-    fn new(
+    /// The round of `request`'s call (with `arguments`): a first attempt,
+    /// or, when the request brings a state back, a retry carrying on from
+    /// it, unless the state is refused.
+    async fn open(
         request: &rmcp::model::CallToolRequestParams,
         arguments: Option<&Value>,
         stop: CancelToken,
-    ) -> Self {
+        seal: Seal,
+    ) -> Result<Round, Refused> {
         let call = binding(&request.name, arguments.unwrap_or(&Value::Null));
-        // Answers count only for the call they were given about.
-        let state = request
-            .request_state
-            .as_deref()
-            .and_then(|state| serde_json::from_str::<State>(state).ok())
-            .filter(|state| state.call == call);
-        let (answers, done, spent) = match state {
-            None => (BTreeMap::new(), BTreeMap::new(), 0),
-            Some(mut state) => {
-                let given = request.input_responses.iter().flatten();
-                let asked = given.filter(|(key, _)| state.asked.contains(key));
-                state
-                    .answers
-                    .extend(asked.map(|(key, value)| (key.clone(), value.clone())));
-                (state.answers, state.done, state.spent_ms)
+        let state = match request.request_state.as_deref() {
+            None => State::default(),
+            Some(sealed) => {
+                let binding = Binding {
+                    call: &call,
+                    caller: &seal.caller,
+                };
+                let opened = seal.sealer.open(binding, sealed).await?;
+                serde_json::from_str::<State>(&opened).map_err(|_| Refused::Altered)?
             }
         };
-        Round {
+        // Only answers to the questions asked are taken.
+        let mut answers = state.answers;
+        let given = request.input_responses.iter().flatten();
+        let asked = given.filter(|(key, _)| state.asked.contains(key));
+        answers.extend(asked.map(|(key, value)| (key.clone(), value.clone())));
+        Ok(Round {
+            tool: request.name.to_string(),
             call,
             answers,
             asked: Mutex::default(),
             seen: Mutex::default(),
             stop,
-            done: Mutex::new(done),
-            spent: Duration::from_millis(spent),
+            done: Mutex::new(state.done),
+            spent: Duration::from_millis(state.spent_ms),
             started: Instant::now(),
-        }
+            seal,
+        })
     }
 
     /// The approval of `asked` (the call `call_id` itself, or a nested
@@ -234,28 +286,44 @@ impl Round {
         asked.insert(key, InputRequest::Elicitation(ElicitRequest::new(question)));
     }
 
-    /// The input-required result asking what the run came to, if it came to
-    /// a question.
-    pub fn pending(&self) -> Option<InputRequiredResult> {
-        let asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
-        (!asked.is_empty()).then(|| self.input_required_with(asked.clone()))
-    }
-
-    fn input_required(&self) -> InputRequiredResult {
+    /// The answer asking what the run came to, if it came to a question:
+    /// an input-required result carrying the run's sealed state, or an
+    /// error when the state could not be kept.
+    pub async fn pending(&self) -> Option<Result<InputRequiredResult, CallToolResponse>> {
         let asked = self.asked.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        self.input_required_with(asked)
+        if asked.is_empty() {
+            return None;
+        }
+        Some(self.input_required_with(asked).await)
     }
 
-    fn input_required_with(&self, asked: InputRequests) -> InputRequiredResult {
+    async fn input_required(&self) -> CallToolResponse {
+        let asked = self.asked.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match self.input_required_with(asked).await {
+            Ok(input_required) => input_required.into(),
+            Err(unkept) => unkept,
+        }
+    }
+
+    async fn input_required_with(
+        &self,
+        asked: InputRequests,
+    ) -> Result<InputRequiredResult, CallToolResponse> {
         let state = State {
-            call: self.call.clone(),
             answers: self.answers.clone(),
             asked: asked.keys().cloned().collect(),
             done: self.done.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             spent_ms: self.spent().as_millis() as u64,
         };
         let state = serde_json::to_string(&state).expect("a state serializes");
-        InputRequiredResult::new(Some(asked), Some(state))
+        let binding = Binding {
+            call: &self.call,
+            caller: &self.seal.caller,
+        };
+        match self.seal.sealer.seal(binding, &state).await {
+            Ok(sealed) => Ok(InputRequiredResult::new(Some(asked), Some(sealed))),
+            Err(error) => Err(unkept_state(&self.tool, &error)),
+        }
     }
 }
 
@@ -607,16 +675,43 @@ mod tests {
         assert!(text.len() < 300, "{text}");
     }
 
-    #[test]
-    fn an_upstream_question_stops_the_run_and_its_answer_comes_with_the_retry() {
+    fn seal(sealer: &Arc<Sealer>, caller: &str) -> Seal {
+        Seal {
+            sealer: sealer.clone(),
+            caller: caller.into(),
+        }
+    }
+
+    async fn round(request: &rmcp::model::CallToolRequestParams, sealer: &Arc<Sealer>) -> Round {
         let stop = CancelToken::new();
-        let round = Round::new(&request(None), None, stop.clone());
+        match Round::open(request, None, stop, seal(sealer, "me")).await {
+            Ok(round) => round,
+            Err(refused) => panic!("refused: {refused}"),
+        }
+    }
+
+    async fn sealed(round: &Round) -> Option<String> {
+        let Some(Ok(pending)) = round.pending().await else {
+            panic!("no question was asked")
+        };
+        pending.request_state
+    }
+
+    #[tokio::test]
+    async fn an_upstream_question_stops_the_run_and_its_answer_comes_with_the_retry() {
+        let sealer = Arc::new(Sealer::default());
+        let stop = CancelToken::new();
+        let first = request(None);
+        let opened = Round::open(&first, None, stop.clone(), seal(&sealer, "me")).await;
+        let round = opened.unwrap();
         assert!(matches!(
             round.upstream_answer(&upstream("Name?")),
             Elicitation::Cancel
         ));
         assert!(stop.is_cancelled(), "the run stops to ask");
-        let pending = round.pending().expect("asks");
+        let Some(Ok(pending)) = round.pending().await else {
+            panic!("asks")
+        };
         let requests = pending.input_requests.clone().unwrap();
         let (key, InputRequest::Elicitation(asked)) = requests.iter().next().unwrap() else {
             panic!("an elicitation: {requests:?}")
@@ -632,7 +727,8 @@ mod tests {
         let answer = serde_json::json!({ "action": "accept", "content": { "name": "Ada" } });
         retry.input_responses = Some([(key.clone(), answer)].into_iter().collect());
         let stop = CancelToken::new();
-        let round = Round::new(&retry, None, stop.clone());
+        let again = Round::open(&retry, None, stop.clone(), seal(&sealer, "me"));
+        let round = again.await.unwrap();
         let Elicitation::Accept(content) = round.upstream_answer(&upstream("Name?")) else {
             panic!("answered")
         };
@@ -646,12 +742,16 @@ mod tests {
             round.upstream_answer(&upstream("Other?")),
             Elicitation::Cancel
         ));
-        assert_eq!(round.pending().unwrap().input_requests.unwrap().len(), 2);
+        let Some(Ok(pending)) = round.pending().await else {
+            panic!("asks")
+        };
+        assert_eq!(pending.input_requests.unwrap().len(), 2);
     }
 
-    #[test]
-    fn answers_are_kept_in_full_to_their_cap_then_cut_and_carried_to_the_retry() {
-        let round = Round::new(&request(None), None, CancelToken::new());
+    #[tokio::test]
+    async fn answers_are_kept_in_full_to_their_cap_then_cut_and_carried_to_the_retry() {
+        let sealer = Arc::new(Sealer::default());
+        let round = round(&request(None), &sealer).await;
         round.record("a".into(), answer(100 << 10));
         round.record("b".into(), answer(100 << 10));
         round.record("c".into(), answer(100 << 10));
@@ -662,21 +762,43 @@ mod tests {
         assert_eq!(cut.output, format!("{} […]", "x".repeat(CUT_OUTPUT_CHARS)));
         assert_eq!(round.recorded("d"), None);
         // The retry, with the state the question carried, has them all.
-        let state = round.input_required().request_state;
-        let retry = Round::new(&request(state), None, CancelToken::new());
+        round.ask("q".into(), question("t", &Value::Null));
+        let retry = self::round(&request(sealed(&round).await), &sealer).await;
         assert_eq!(retry.recorded("a"), Some(answer(100 << 10)));
         assert_eq!(retry.recorded("c"), Some(cut));
-        // A state about another call (other arguments) is not taken.
-        let other = Round::new(
-            &request(None),
-            Some(&serde_json::json!({})),
-            CancelToken::new(),
-        );
-        other.record("a".into(), answer(1));
-        let state = other.input_required().request_state;
+    }
+
+    #[tokio::test]
+    async fn a_state_for_other_arguments_another_caller_or_used_twice_is_refused() {
+        let sealer = Arc::new(Sealer::default());
+        let first = round(&request(None), &sealer).await;
+        first.record("a".into(), answer(1));
+        first.ask("q".into(), question("t", &Value::Null));
+        let state = sealed(&first).await;
+        let open = |arguments: Option<Value>, caller: &'static str| {
+            let (request, sealer) = (request(state.clone()), sealer.clone());
+            async move {
+                let arguments = arguments.as_ref();
+                let seal = seal(&sealer, caller);
+                Round::open(&request, arguments, CancelToken::new(), seal).await
+            }
+        };
+        let other = open(Some(serde_json::json!({})), "me").await;
+        assert!(matches!(other, Err(Refused::OtherCall)));
+        assert!(matches!(
+            open(None, "them").await,
+            Err(Refused::OtherCaller)
+        ));
+        let retry = open(None, "me").await.unwrap();
+        assert_eq!(retry.recorded("a"), Some(answer(1)));
+        assert!(matches!(open(None, "me").await, Err(Refused::Used)));
+        // What the model reads.
+        let answer = refused_state("run_code", &Refused::Used);
+        let text = serde_json::to_value(answer).unwrap();
+        let text = text["content"][0]["text"].as_str().unwrap().to_string();
         assert_eq!(
-            Round::new(&request(state), None, CancelToken::new()).recorded("a"),
-            None
+            text,
+            "The request state this retry of `run_code` brought back was refused: it was used already: a state answers one retry. Nothing ran. Call `run_code` again without it: a new run, from its start."
         );
     }
 }

@@ -29,13 +29,14 @@ use crate::call::{Arguments, Call, CallOptions, CallPolicy, CallResult, Request}
 use crate::catalog::permissions::{Approver, Permission};
 use crate::catalog::registry::Registry;
 use crate::sandbox::outcome::{CancelToken, GuestEvent};
+use crate::state::Sealer;
 #[cfg(feature = "otel")]
 use crate::telemetry::{CallOrigin, Telemetry};
 
 /// How to ask the user about a call: an approver, `None` when the client
 /// cannot be asked (or the rule does not ask), or the input-required result
 /// that asks (2026-07-28).
-type Approval = Result<approval::Asking, Box<rmcp::model::InputRequiredResult>>;
+type Approval = Result<approval::Asking, Box<CallToolResponse>>;
 
 impl McpServer {
     /// Runs a `tools/call`, reporting it to the telemetry (if any).
@@ -117,9 +118,10 @@ impl McpServer {
         let has_output_schema = info.descriptor.output_schema.is_some();
         let _running = self.in_flight.start();
         let cancel = CancelToken::new();
-        let (approver, round) = match approval_for(request, &context, &call, &cancel) {
+        let asking = approval_for(request, &context, &call, &cancel, &self.state).await;
+        let (approver, round) = match asking {
             Ok(asking) => asking,
-            Err(input_required) => return Ok((*input_required).into()),
+            Err(answer) => return Ok(*answer),
         };
         // Guest events reach the client in order, and none after the result:
         // the forwarder ends when the call's options (holding the sender)
@@ -169,9 +171,15 @@ impl McpServer {
         let work = async move {
             let (result, ()) = tokio::join!(run.instrument(span), forwarder.run(received));
             // A nested call came to a question (2026-07-28): ask it.
-            if let Some(mut input_required) = round.and_then(|round| round.pending()) {
-                input_required.meta = Some(mapping::call_meta(&result, None));
-                return Ok(input_required.into());
+            if let Some(pending) = round.as_deref().map(approval::Round::pending) {
+                match pending.await {
+                    Some(Ok(mut input_required)) => {
+                        input_required.meta = Some(mapping::call_meta(&result, None));
+                        return Ok(input_required.into());
+                    }
+                    Some(Err(unkept)) => return Ok(unkept),
+                    None => {}
+                }
             }
             Ok(mapping::call_result(result, has_output_schema).into())
         };
@@ -224,17 +232,19 @@ impl McpServer {
 /// How to ask about `call` (when its rule is `ask`) and the nested calls its
 /// tool makes, when its client can be asked (only over a session: a call
 /// answered directly over HTTP cannot).
-fn approval_for(
+async fn approval_for(
     request: &CallToolRequestParams,
     context: &CallContext,
-    call: &Call,
+    call: &Call<'_>,
     stop: &CancelToken,
+    sealer: &Arc<Sealer>,
 ) -> Approval {
     let Some(session) = &context.session else {
         return Ok((None, None));
     };
     let asks = call.permission() == Permission::Ask;
-    approval::approver(request, session, call.id(), call.parsed(), asks, stop)
+    let what = (call.id(), call.parsed());
+    approval::approver(request, session, what, asks, stop, sealer).await
 }
 
 /// Runs `call` with `options`, cancelling it when its request is cancelled

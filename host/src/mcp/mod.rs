@@ -130,6 +130,8 @@ pub struct McpServer {
     tasks: Option<tasks::Tasks>,
     /// Whether `tools/list` shows only code mode's tools.
     code_mode_only: bool,
+    /// Seals the state a paused run's client carries.
+    state: Arc<crate::state::Sealer>,
     /// Where calls report spans and metrics.
     #[cfg(feature = "otel")]
     telemetry: Option<Telemetry>,
@@ -158,9 +160,21 @@ impl McpServer {
             keep_alive: Some(DEFAULT_KEEP_ALIVE),
             tasks: Some(tasks::Tasks::new(TaskOptions::default())),
             code_mode_only: false,
+            state: Arc::default(),
             #[cfg(feature = "otel")]
             telemetry: None,
         }
+    }
+
+    /// Seals the state a paused run's client carries to its retry (a
+    /// 2026-07-28 call that stops to ask a question) as `options` say: the
+    /// key (give replicas one key and one store, for each to take the
+    /// others' states), the expiry, what travels inline. Default:
+    /// [`StateOptions::default`](crate::state::StateOptions), a key of
+    /// this process's own. See [`crate::state::seal`].
+    pub fn state(mut self, options: crate::state::StateOptions) -> Self {
+        self.state = Arc::new(options.build());
+        self
     }
 
     /// Lists only code mode's tools (`run_code`, `search_tools`,

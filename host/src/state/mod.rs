@@ -1,0 +1,62 @@
+//! What outlives one call: the state a paused run carries through its
+//! client between its attempts ([`seal`]), kept in a [`StateStore`].
+//!
+//! Threat model: a state is written by the host, but it comes back from
+//! the client, which may be the model's or an attacker's. Sealing makes it
+//! unreadable and unforgeable by anyone without the server's key, binds it
+//! to its call and its caller, ends it at its expiry, and lets it answer
+//! one retry. The store holds what the client does not: the states too
+//! large to travel, and the record of which states are still unused. It is
+//! bounded in bytes, so no client can fill the host's memory with pauses.
+
+mod memory;
+pub mod seal;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+pub use memory::{DEFAULT_STORE_BYTES, MemoryStore};
+pub use seal::{Sealer, StateOptions};
+
+/// What a [`StateStore`] answers, later.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Where state outlives a call: bytes under a key, each with an expiry.
+/// Every operation is atomic on its key, so that replicas sharing a store
+/// (the next backend: Redis) agree on who took a value.
+pub trait StateStore: Send + Sync {
+    /// The value at `key`, unless it is absent or expired.
+    fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Vec<u8>>>;
+    /// Keeps `value` at `key` until `ttl` has passed, replacing any value
+    /// there.
+    fn put<'a>(&'a self, key: &'a str, value: Vec<u8>, ttl: Duration) -> StoreFuture<'a, ()>;
+    /// Takes the value at `key` away: of callers taking one key at once,
+    /// one gets the value and the rest `None`.
+    fn take<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Vec<u8>>>;
+    /// Removes the value at `key`, if any.
+    fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()>;
+}
+
+/// Why a [`StateStore`] could not do what it was asked.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The value is larger than the whole store may hold.
+    #[error("{bytes} bytes are more than the state store holds ({limit} bytes)")]
+    TooLarge {
+        /// The value's size.
+        bytes: usize,
+        /// What the store holds in all.
+        limit: usize,
+    },
+    /// The store could not be reached or failed.
+    #[error("the state store failed: {message}")]
+    Failed {
+        /// What failed.
+        message: String,
+        /// Its cause.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
