@@ -286,6 +286,21 @@ async def test_a_chain_returns_only_the_summary_and_logs_each_call(tmp_path):
         assert all(n["depth"] == 1 and not n["is_error"] for n in nested), nested
 
 
+async def test_the_model_reads_what_the_script_printed_then_its_result_once(tmp_path, mode):
+    """One text block: the printed text, then the result; the log is in
+    `structuredContent` and the host's record in `_meta`, not in the text."""
+    script = 'print("counting")\nr = await calc(expression="6 * 7")\nr["result"]'
+    async with serving(toolcage_args(tmp_path), mode) as client:
+        result = await run(client, script)
+    assert [block.type for block in result.content] == ["text"], result.content
+    assert text(result).startswith("counting\n"), text(result)
+    assert text(result) == "counting\n42.0", text(result)
+    assert '"calls"' not in text(result) and "call_id" not in text(result), text(result)
+    assert result_of(result)["result"] == 42.0
+    assert [c["tool"] for c in result_of(result)["calls"]] == ["calc"]
+    assert recorded_tools(result) == ["calc"]
+
+
 # --- Approval of a script's calls ---------------------------------------------
 
 ASK_WRITES = '[permissions]\ndefault = "allow"\nwrite_file = "ask"\n'

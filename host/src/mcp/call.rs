@@ -26,6 +26,7 @@ use tracing::Instrument;
 
 use super::{CallContext, McpServer, Notify, approval, mapping, tasks};
 use crate::call::{Arguments, Call, CallOptions, CallPolicy, CallResult, Request};
+use crate::catalog::interpreter::RUN_CODE;
 use crate::catalog::permissions::{Approver, Permission};
 use crate::catalog::registry::Registry;
 use crate::sandbox::outcome::{CancelToken, GuestEvent};
@@ -115,7 +116,11 @@ impl McpServer {
         let Some(info) = call.info() else {
             return Err(self.unknown_tool(registry, call.name()));
         };
-        let has_output_schema = info.descriptor.output_schema.is_some();
+        let structured = match (info.descriptor.output_schema.is_some(), call.name()) {
+            (false, _) => mapping::Structured::No,
+            (true, RUN_CODE) => mapping::Structured::Alone,
+            (true, _) => mapping::Structured::WithText,
+        };
         let _running = self.in_flight.start();
         let cancel = CancelToken::new();
         let asking = approval_for(request, &context, &call, &cancel, &self.state).await;
@@ -181,7 +186,7 @@ impl McpServer {
                     None => {}
                 }
             }
-            Ok(mapping::call_result(result, has_output_schema).into())
+            Ok(mapping::call_result(result, structured).into())
         };
         match self.tasks.as_ref().zip(task_client(&context)) {
             Some((tasks, session)) => {

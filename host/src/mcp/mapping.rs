@@ -65,12 +65,29 @@ fn object(schema: &Value) -> Arc<JsonObject> {
     Arc::new(schema.as_object().cloned().unwrap_or_default())
 }
 
+/// What a successful result's details become over MCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Structured {
+    /// Nothing: the tool declares no output schema, so they stay out.
+    No,
+    /// `structuredContent`, and their JSON as a second text block, as MCP
+    /// (2025-06-18 on) recommends for clients that read only `content`.
+    WithText,
+    /// `structuredContent` alone: the text content already says what the
+    /// model needs (`run_code`'s output is what its script printed, then
+    /// its result; the details add its log, for programs), so a client
+    /// that forwards every text block does not make the model read the
+    /// result twice.
+    Alone,
+}
+
 /// A call's result as `tools/call` returns it. The output is the text
 /// content. On success, a tool that declares an output schema also gets
-/// its details as `structuredContent`, and their JSON as a second text
-/// block. An error result never carries `structuredContent`, which clients
-/// check against the output schema even when `isError` is set.
-pub fn call_result(result: CallResult, has_output_schema: bool) -> CallToolResult {
+/// its details as `structuredContent`, with their JSON as a second text
+/// block unless `structured` says not. An error result never carries
+/// `structuredContent`, which clients check against the output schema
+/// even when `isError` is set.
+pub fn call_result(result: CallResult, structured: Structured) -> CallToolResult {
     // A failure's details have no place in the content (which holds what
     // the model reads) nor in `structuredContent` (which a client checks
     // against the output schema of a success): they go with the figures.
@@ -80,12 +97,12 @@ pub fn call_result(result: CallResult, has_output_schema: bool) -> CallToolResul
     let mut mapped = if result.is_error {
         CallToolResult::error(content)
     } else {
-        let structured = result.details.filter(|_| has_output_schema);
-        if let Some(details) = &structured {
+        let details = result.details.filter(|_| structured != Structured::No);
+        if let (Some(details), Structured::WithText) = (&details, structured) {
             content.push(ContentBlock::text(details.to_string()));
         }
         let mut mapped = CallToolResult::success(content);
-        mapped.structured_content = structured;
+        mapped.structured_content = details;
         mapped
     };
     mapped.meta = Some(meta);
@@ -251,7 +268,10 @@ mod tests {
 
     #[test]
     fn success_with_an_output_schema_has_structured_content() {
-        let mapped = call_result(result(false, Some(json!({ "length": 3 }))), true);
+        let mapped = call_result(
+            result(false, Some(json!({ "length": 3 }))),
+            Structured::WithText,
+        );
         let mapped = serde_json::to_value(mapped).unwrap();
         assert_eq!(mapped["structuredContent"], json!({ "length": 3 }));
         assert_eq!(mapped["content"][0]["text"], "out");
@@ -267,7 +287,10 @@ mod tests {
 
     #[test]
     fn errors_carry_no_structured_content() {
-        let mapped = call_result(result(true, Some(json!({ "length": 3 }))), true);
+        let mapped = call_result(
+            result(true, Some(json!({ "length": 3 }))),
+            Structured::WithText,
+        );
         let mapped = serde_json::to_value(mapped).unwrap();
         assert!(mapped.get("structuredContent").is_none());
         assert_eq!(mapped["isError"], true);
@@ -277,9 +300,18 @@ mod tests {
 
     #[test]
     fn details_without_an_output_schema_stay_out() {
-        let mapped = call_result(result(false, Some(json!({ "n": 1 }))), false);
+        let mapped = call_result(result(false, Some(json!({ "n": 1 }))), Structured::No);
         assert!(mapped.structured_content.is_none());
         assert_eq!(mapped.content.len(), 1);
+    }
+
+    #[test]
+    fn details_alone_are_structured_content_without_a_second_text_block() {
+        let mapped = call_result(result(false, Some(json!({ "n": 1 }))), Structured::Alone);
+        assert_eq!(mapped.structured_content, Some(json!({ "n": 1 })));
+        assert_eq!(mapped.content.len(), 1);
+        let mapped = serde_json::to_value(mapped).unwrap();
+        assert_eq!(mapped["content"][0]["text"], "out");
     }
 
     #[test]
