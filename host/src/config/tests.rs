@@ -178,7 +178,7 @@ fn mcp_servers_parse_and_bad_ones_are_refused() {
 
 #[test]
 fn state_parses_resolves_its_key_file_and_refuses_bad_values() {
-    assert_eq!(parse("").unwrap().state, crate::StateConfig::default());
+    assert_eq!(parse("").unwrap().state, super::StateConfig::default());
     let text = "[state]\nkey_file = \"state.key\"\nexpiry_ms = 1500\ninline_kib = 0\nstore_mib = 2";
     let state = parse(text).unwrap().state;
     assert_eq!(
