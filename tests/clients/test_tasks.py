@@ -15,7 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 import tasks
-from conftest import BIN, TOKEN, launch_http, server_args
+from conftest import BIN, TOKEN, TOOLS, launch_http, server_args
 from mcp import Client, StdioServerParameters
 
 pytestmark = pytest.mark.anyio
@@ -209,3 +209,29 @@ async def test_no_tasks_offers_no_extension(config_file):
         assert tasks.TASKS not in discovered["capabilities"].get("extensions", {})
         result = await client.call_tool("echo", {"text": "inline", "sleep_ms": 300})
         assert result.content[0].text == "inline" and extension.handles == []
+
+
+async def test_a_script_run_as_a_task_shows_each_nested_call_as_it_ends(tmp_path):
+    """`run_code` made a task at once: polling `tasks/get` sees the status
+    say how many nested calls have ended, and how the last did, as they
+    end; the result is the script's."""
+    config = tmp_path / "toolcage.toml"
+    config.write_text('[permissions]\ndefault = "allow"\n')
+    args = ["--tools", TOOLS, "--config", str(config), "serve", "--task-after-ms", "0"]
+    script = "\n".join(f'await echo(text="{n}", sleep_ms=500)' for n in range(3)) + '\n"all"'
+    server = StdioServerParameters(command=BIN, args=args)
+    async with Client(server, mode=MODERN, extensions=[tasks.TasksExtension()]) as client:
+        handle = await client.session.call_tool("run_code", {"code": script}, allow_claimed=True)
+        seen = []
+        while True:
+            task = await tasks.get(client.session, handle.task_id)
+            if task.status_message and task.status_message not in seen:
+                seen.append(task.status_message)
+            if task.status in tasks.TERMINAL:
+                break
+            await anyio.sleep(0.1)
+    assert task.status == "completed", task
+    assert task.result["content"][0]["text"] == '"all"', task.result
+    ended = [message for message in seen if "nested call" in message]
+    assert "1 nested call ended; the last: `echo` (ok)" in ended, seen
+    assert "2 nested calls ended; the last: `echo` (ok)" in ended, seen

@@ -10,6 +10,7 @@
 //! after the result.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use rmcp::model::{
@@ -25,11 +26,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::{CallContext, McpServer, Notify, approval, mapping, tasks};
-use crate::call::{Arguments, Call, CallOptions, CallPolicy, CallResult, Request};
+use crate::call::{Arguments, Call, CallOptions, CallPolicy, CallResult, NestedEvent, Request};
 use crate::catalog::interpreter::RUN_CODE;
 use crate::catalog::permissions::{Approver, Permission};
 use crate::catalog::registry::Registry;
-use crate::sandbox::outcome::{CancelToken, GuestEvent};
+use crate::sandbox::outcome::{CancelToken, ErrorKind, GuestEvent};
 use crate::state::Sealer;
 #[cfg(feature = "otel")]
 use crate::telemetry::{CallOrigin, Telemetry};
@@ -165,6 +166,7 @@ impl McpServer {
         // progress for tasks).
         let promoted: Arc<tasks::Promotion> = Arc::default();
         let forwarder = EventForwarder::new(self, &context, call.name(), promoted.clone());
+        options = options.on_nested(nested_status(promoted.clone()));
         let span = call_span(call.name(), &context.meta);
         let run = run_one(
             call,
@@ -250,6 +252,27 @@ async fn approval_for(
     let asks = call.permission() == Permission::Ask;
     let what = (call.id(), call.parsed());
     approval::approver(request, session, what, asks, stop, sealer).await
+}
+
+/// What a task shows of its tool's nested calls (a `run_code` script's):
+/// as each ends, its `statusMessage` says how many the run has ended and
+/// how the last did. The extension sends no progress notifications for a
+/// task; its status is what a polling client sees.
+fn nested_status(promoted: Arc<tasks::Promotion>) -> impl Fn(NestedEvent) + Send + Sync + 'static {
+    let ended = AtomicU32::new(0);
+    move |event| {
+        let NestedEvent::Result { result, .. } = event else {
+            return;
+        };
+        let n = ended.fetch_add(1, Ordering::Relaxed) + 1;
+        let plural = if n == 1 { "" } else { "s" };
+        let how = result.error_kind.map_or("ok", ErrorKind::as_str);
+        let message = format!(
+            "{n} nested call{plural} ended; the last: `{}` ({how})",
+            result.tool
+        );
+        promoted.report(&message);
+    }
 }
 
 /// Runs `call` with `options`, cancelling it when its request is cancelled
