@@ -47,7 +47,9 @@ use crate::sandbox::{CallableTool, NestedRequest, NestedResponse, ToolCalls, hum
 
 mod replay;
 
-pub(crate) use replay::{Recorded, Replay};
+#[cfg(any(feature = "mcp", test))]
+pub(crate) use replay::Recorded;
+pub(crate) use replay::Replay;
 use replay::{Used, What, what};
 
 /// Whether a call that ended as `kind` ran (and so may have had effects).
