@@ -516,11 +516,12 @@ impl Caller {
     /// [`Replay`]).
     async fn one(&self, looked: Looked, deadline: Instant) -> NestedResponse {
         let position = self.next_position();
-        let what = what(&looked.1);
-        if let Some(answer) = self.replayed(&position, &what) {
+        // A tree without a log (no pause can come) records nothing.
+        let logged = self.tree.logs().then(|| what(&looked.1));
+        if let Some(answer) = logged.as_ref().and_then(|w| self.replayed(&position, w)) {
             return answer;
         }
-        let mark = self.tree.mark();
+        let mark = logged.is_some().then(|| self.tree.mark());
         let Announced {
             call,
             options,
@@ -530,8 +531,10 @@ impl Caller {
         let report = call.run(options).await;
         drop(cancel);
         let (response, _) = self.answer(report, reported);
-        self.tree
-            .record(position, what, self.tree.since(mark), &response);
+        if let (Some(what), Some(mark)) = (logged, mark) {
+            let used = self.tree.since(mark);
+            self.tree.record(position, what, used, &response);
+        }
         response
     }
 

@@ -88,6 +88,11 @@ pub(super) struct Mark {
 }
 
 impl Tree {
+    /// Whether the tree keeps a log (its root may pause and be retried).
+    pub(super) fn logs(&self) -> bool {
+        self.replay.is_some()
+    }
+
     /// What the tree has counted so far.
     pub(super) fn mark(&self) -> Mark {
         Mark {
