@@ -84,8 +84,8 @@
 //   The host answers before the promise settles: calls are not overlapped
 //   by awaiting several `tools.call` promises; use `callAll`.
 
-import * as host from "toolcage:tool/host@0.1.3";
-import * as nested from "toolcage:tool/tools@0.1.3";
+import * as host from "toolcage:tool/host@0.1.4";
+import * as nested from "toolcage:tool/tools@0.1.4";
 import * as store from "wasi:config/store@0.2.0-rc.1";
 
 /** Fails the call with `message` (for the model) and optional `details`. */

@@ -120,7 +120,7 @@ pub use state::StateConfig;
 
 use components::components;
 use distribution::{oci, tools, trust};
-use grants::{code_mode, limits, mounts, network};
+use grants::{code_mode, limits, mounts, network, sessions};
 use mcp_servers::mcp_servers;
 use raw::RawConfig;
 use secrets::secrets;
@@ -161,6 +161,10 @@ pub struct Config {
     /// How the MCP server seals a paused run's state (`[state]`). Default:
     /// [`StateConfig::default()`].
     pub state: StateConfig,
+    /// The bounds of code mode's sessions (`[code_mode]`'s `session_kib`,
+    /// `sessions_per_caller`, `session_idle_ms`); `None` with code mode
+    /// off. Default: [`SessionLimits::default()`](crate::state::SessionLimits).
+    pub sessions: Option<crate::state::SessionLimits>,
     /// Upstream MCP servers (`[mcp_servers.NAME]`) whose tools join the
     /// registry after every other tool, in name order.
     pub mcp_servers: Vec<UpstreamServer>,
@@ -188,6 +192,7 @@ impl Default for Config {
             components: BTreeMap::new(),
             code_mode: CodeMode::default(),
             state: StateConfig::default(),
+            sessions: Some(crate::state::SessionLimits::default()),
             mcp_servers: Vec::new(),
             permissions: Permissions::allow_all(),
         }
@@ -241,6 +246,7 @@ impl Config {
             mcp_servers: mcp_servers(&raw.mcp_servers, &secrets, &resolve)?,
             secrets,
             code_mode: code_mode(&raw.code_mode)?,
+            sessions: sessions(&raw.code_mode)?,
             state: state(&raw.state, &resolve)?,
             permissions: Permissions::from_rules("allow", raw.permissions)
                 .map_err(ConfigError::Permissions)?,

@@ -94,6 +94,16 @@ mod bare {
         }
     }
 
+    /// No sessions, as for any tool but code mode's.
+    impl self::toolcage::tool::session::Host for State {
+        fn load(&mut self, _: String) -> Result<Option<Vec<u8>>, String> {
+            Ok(None)
+        }
+        fn save(&mut self, _: String, _: Vec<u8>) -> Result<(), String> {
+            Err("no sessions".into())
+        }
+    }
+
     /// No settings, as toolcage's default.
     impl self::wasi::config::store::Host for State {
         fn get(&mut self, _: String) -> Result<Option<String>, self::wasi::config::store::Error> {

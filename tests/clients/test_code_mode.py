@@ -803,3 +803,106 @@ async def test_a_hostile_script_is_an_error_saying_why_and_the_server_keeps_serv
         assert text(direct) == "4", text(direct)
         again = await run(client, "(await calc(expression='3 * 3'))['result']")
         assert result_of(again)["result"] == 9, text(again)
+
+
+# --- Sessions -----------------------------------------------------------------
+
+
+async def in_session(client, code, session="s"):
+    """`run_code` of `code` in `session`: the CallToolResult."""
+    return await client.call_tool("run_code", {"code": code, "session": session})
+
+
+def session_of(result):
+    """A successful run's `session` details."""
+    return result_of(result)["session"]
+
+
+async def test_a_sessions_globals_last_to_its_next_run_and_only_there(tmp_path, mode):
+    async with serving(toolcage_args(tmp_path), mode) as client:
+        first = await in_session(client, 'rows = [1, 2, 3]\ndef total():\n    return sum(rows)\nlen(rows)')
+        assert text(first) == "3", text(first)
+        kept = session_of(first)
+        assert (kept["name"], kept["restored"], kept["saved"]) == ("s", False, True), kept
+        assert 0 < kept["bytes"] < 64 << 10, kept
+        second = await in_session(client, "rows.append(4)\ntotal()")
+        assert text(second) == "10", text(second)
+        assert session_of(second)["restored"] is True
+        # Another session, and a run without one, start empty.
+        other = await in_session(client, "rows", session="t")
+        assert other.is_error and "NameError" in text(other), text(other)
+        alone = await run(client, "rows")
+        assert alone.is_error and "NameError" in text(alone), text(alone)
+        assert "session" not in (alone.structured_content or {})
+        # A failed run keeps what it did before it raised.
+        failed = await in_session(client, "rows.append(5)\nraise ValueError('late')")
+        assert failed.is_error and "late" in text(failed), text(failed)
+        assert text(await in_session(client, "total()")) == "15"
+
+
+async def test_another_tokens_session_of_the_same_name_is_empty(tmp_path):
+    other = "second-token-5be1"
+    async with over_http(tmp_path, tokens=[TOKEN, other]) as client_of:
+        async with client_of(TOKEN) as mine, client_of(other) as theirs:
+            assert text(await in_session(mine, "secret = 'mine'\nsecret")) == '"mine"'
+            theirs_run = await in_session(theirs, "secret")
+            assert theirs_run.is_error and "NameError" in text(theirs_run), text(theirs_run)
+            assert text(await in_session(mine, "secret")) == '"mine"'
+
+
+async def test_a_session_over_its_bound_is_not_saved_and_the_run_says_why(tmp_path, mode):
+    config = ALLOW_ALL + "\n[code_mode]\nsession_kib = 64\n"
+    async with serving(toolcage_args(tmp_path, config), mode) as client:
+        assert text(await in_session(client, "small = 1\nsmall")) == "1"
+        big = await in_session(client, "blob = 'x' * 200000\nlen(blob)")
+        said = text(big)
+        assert not big.is_error and said.endswith("\n200000"), said
+        assert "[session \"s\" was not saved: its state is " in said, said
+        assert "more than a session keeps (65536 bytes)" in said, said
+        assert session_of(big)["saved"] is False
+        # The next run starts from what was saved before the big one.
+        assert text(await in_session(client, "small")) == "1"
+        gone = await in_session(client, "blob")
+        assert gone.is_error and "NameError" in text(gone), text(gone)
+
+
+async def test_a_session_expires_when_idle_and_a_caller_keeps_a_bounded_number(tmp_path, mode):
+    config = ALLOW_ALL + "\n[code_mode]\nsession_idle_ms = 1500\nsessions_per_caller = 2\n"
+    async with serving(toolcage_args(tmp_path, config), mode) as client:
+        for name in ["a", "b"]:
+            assert text(await in_session(client, f"v = '{name}'\nv", session=name)) == f'"{name}"'
+        # A third session drops the one idle longest: `a`. (Each run of a
+        # session saves it again, so `b` is checked first.)
+        assert text(await in_session(client, "v = 'c'\nv", session="c")) == '"c"'
+        assert text(await in_session(client, "v", session="b")) == '"b"'
+        dropped = await in_session(client, "v", session="a")
+        assert dropped.is_error and "NameError" in text(dropped), text(dropped)
+        await anyio.sleep(2.0)
+        expired = await in_session(client, "v", session="b")
+        assert expired.is_error and "NameError" in text(expired), text(expired)
+
+
+async def test_a_session_run_paused_for_a_question_is_saved_once_when_it_ends(tmp_path):
+    """A session's run that asks: the pause saves nothing, the retry
+    replays from what the session held before, and its end is saved."""
+    directory, flags = read_write_mount(tmp_path)
+    (directory / "log.txt").write_text("END\n")
+    answer, _ = answering(lambda question: True)
+    args = toolcage_args(tmp_path, ASK_WRITES, flags)
+    async with serving(args, "2026-07-28", elicitation_callback=answer) as client:
+        arguments = {"code": "n = 10\nn", "session": "s"}
+        assert text(await client.call_tool("run_code", arguments)) == "10"
+        arguments = {"code": "n = n + 1\nawait write_file(path='/rw/asked.txt', content=str(n))\nn", "session": "s"}
+        paused = await client.session.call_tool("run_code", arguments, allow_input_required=True)
+        assert isinstance(paused, types.InputRequiredResult), paused
+        yes = types.ElicitResult(action="accept", content={"approve": True})
+        done = await client.session.call_tool(
+            "run_code",
+            arguments,
+            allow_input_required=True,
+            input_responses={key: yes for key in paused.input_requests},
+            request_state=paused.request_state,
+        )
+        assert text(done) == "11", text(done)
+        assert text(await client.call_tool("run_code", {"code": "n", "session": "s"})) == "11"
+    assert (directory / "asked.txt").read_text() == "11"

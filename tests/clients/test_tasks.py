@@ -235,3 +235,46 @@ async def test_a_script_run_as_a_task_shows_each_nested_call_as_it_ends(tmp_path
     ended = [message for message in seen if "nested call" in message]
     assert "1 nested call ended; the last: `echo` (ok)" in ended, seen
     assert "2 nested calls ended; the last: `echo` (ok)" in ended, seen
+
+
+async def test_a_script_task_waits_for_an_answer_and_resumes_once(tmp_path):
+    """`run_code` made a task at once, whose script edits a file and then
+    writes one under an `ask` rule: the task waits in `input_required` with
+    the question in `inputRequests`; `tasks/update` with a yes resumes it,
+    a second one is ignored, and the edit before the question ran once."""
+    rw = tmp_path / "rw"
+    rw.mkdir()
+    (rw / "log.txt").write_text("END\n")
+    config = tmp_path / "toolcage.toml"
+    config.write_text('[permissions]\ndefault = "allow"\nwrite_file = "ask"\n')
+    args = ["--tools", TOOLS, "--config", str(config), "--mount", f"{rw}:/rw:rw"]
+    args += ["serve", "--task-after-ms", "0"]
+    script = (
+        'await edit_file(path="/rw/log.txt", old_text="END", new_text="x\\nEND")\n'
+        'await write_file(path="/rw/asked.txt", content="yes")\n"done"'
+    )
+
+    async def never(context, params):
+        raise AssertionError("a task's question goes through inputRequests, not a request")
+
+    server = StdioServerParameters(command=BIN, args=args)
+    extension = tasks.TasksExtension()
+    async with Client(server, mode=MODERN, extensions=[extension], elicitation_callback=never) as client:
+        handle = await client.session.call_tool("run_code", {"code": script}, allow_claimed=True)
+        deadline = time.monotonic() + 30
+        while (task := await tasks.get(client.session, handle.task_id)).status == "working":
+            assert time.monotonic() < deadline, task
+            await anyio.sleep(0.05)
+        assert task.status == "input_required", task
+        (key, asked), = task.input_requests.items()
+        assert asked["method"] == "elicitation/create", asked
+        assert "write_file" in asked["params"]["message"], asked
+        assert not (rw / "asked.txt").exists()
+        yes = {"action": "accept", "content": {"approve": True}}
+        await tasks.update(client.session, handle.task_id, {key: yes})
+        await tasks.update(client.session, handle.task_id, {key: yes})
+        done = await tasks.wait(client.session, handle.task_id, every_s=0.05)
+    assert done.status == "completed", done
+    assert done.result["content"][0]["text"] == '"done"', done.result
+    assert (rw / "log.txt").read_text() == "x\nEND\n"
+    assert (rw / "asked.txt").read_text() == "yes"

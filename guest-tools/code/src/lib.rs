@@ -14,6 +14,7 @@
 mod catalog;
 mod prelude;
 mod script;
+mod session;
 mod values;
 
 use monty_types::MontyObject;
@@ -31,11 +32,16 @@ const MAX_CODE_BYTES: usize = 100_000;
 pub const DESCRIPTION: &str = "Runs a Python script that calls tools as functions; only what it prints and its last expression's value come back. Use it to chain tool calls, or to filter, count or join their results, in one step.\n\
 Language: Monty, a subset of Python 3 (functions, loops, comprehensions, f-strings, try/except; modules asyncio, json, re, math, datetime, collections, itertools, functools, typing, dataclasses). No class inheritance, no other modules, no files, network or environment: only the tools below reach the world, each under its own permissions.\n\
 Tools are async and take keyword arguments: `r = await read_file(path=\"/a.txt\")`; `await asyncio.gather(...)` runs several at once. A failed call raises PermissionError (refused), ValueError (invalid arguments), NameError (no such tool), TimeoutError or RuntimeError (the tool failed, its kind in brackets). `await search_tools(query)` and `await describe_tool(name)` look tools up.\n\
-End with an expression: its value is the result.";
+End with an expression: its value is the result.\n\
+Runs are independent unless they name a `session`: then the globals one run leaves (variables, functions) are there in the next run of that session, so load data once and query it in later runs. A session is yours alone, holds at most a few MiB, and lapses after a while unused; a run that is not saved says why.";
+
+/// The longest session name.
+const MAX_SESSION_NAME: usize = 64;
 
 #[derive(serde::Deserialize)]
 struct RunArgs {
     code: String,
+    session: Option<String>,
 }
 
 /// `run_code`.
@@ -53,6 +59,13 @@ impl Tool for RunCode {
                         "description": "The Python script. Its last expression is the result.",
                         "minLength": 1,
                         "maxLength": MAX_CODE_BYTES
+                    },
+                    "session": {
+                        "type": "string",
+                        "description": "A name of your choice: this run starts from the globals the last run with this name left, and leaves its own for the next. Omit it for a run of its own.",
+                        "pattern": "^[A-Za-z0-9_.-]+$",
+                        "minLength": 1,
+                        "maxLength": MAX_SESSION_NAME
                     }
                 },
                 "required": ["code"],
@@ -70,6 +83,10 @@ impl Tool for RunCode {
                     "error": {
                         "type": "object",
                         "description": "Why the script failed, when it did."
+                    },
+                    "session": {
+                        "type": "object",
+                        "description": "The run's session, when it named one: whether it was restored and saved, its size, or why not."
                     }
                 },
                 "required": ["calls"]
@@ -80,7 +97,8 @@ impl Tool for RunCode {
         let args: RunArgs = parse_args(args)?;
         let code_text = args.code.clone();
         let catalog = Catalog::load();
-        let report = script::run(args.code, &catalog, print_bytes()?);
+        let session = args.session.as_deref();
+        let report = script::run(args.code, &catalog, print_bytes()?, session);
         outcome(report, &code_text)
     }
 }
@@ -106,12 +124,38 @@ fn outcome(report: Report, code: &str) -> Result<Outcome, Outcome> {
         mut printed,
         log,
         unawaited,
+        session,
     } = report;
     if unawaited > 0 {
         printed.push_str(&format!(
             "\n[{unawaited} tool call(s) were never awaited, so they did not run: tools are async, write `await tool(...)`.]\n"
         ));
     }
+    if let Some(note) = session.as_ref().and_then(session::Kept::note) {
+        if !printed.is_empty() && !printed.ends_with('\n') {
+            printed.push('\n');
+        }
+        printed.push_str(&note);
+        printed.push('\n');
+    }
+    let with_session = |mut outcome: Outcome| {
+        if let (Some(kept), Some(Value::Object(details))) = (&session, outcome.details.as_mut()) {
+            details.insert("session".to_string(), kept.details());
+        }
+        outcome
+    };
+    outcome_of(ended, printed, log, code)
+        .map(&with_session)
+        .map_err(&with_session)
+}
+
+/// What the model reads of how a script ended.
+fn outcome_of(
+    ended: Ended,
+    printed: String,
+    log: Vec<Value>,
+    code: &str,
+) -> Result<Outcome, Outcome> {
     match ended {
         Ended::Value(value) => {
             let Ok(result) = values::to_json(&value) else {
@@ -179,7 +223,7 @@ impl Tool for SearchTools {
     fn descriptor() -> Descriptor {
         Descriptor::new(
             SEARCH_TOOLS,
-            "Finds the tools a `run_code` script can call: those whose name or description holds every word of the query, best first, each with a one-line summary. Then `describe_tool` shows one's Python signature.",
+            "Finds the tools a `run_code` script can call: those whose name or description holds every word of the query, best first, each with a one-line summary. Then `describe_tool` shows one's Python signature. To reuse what a script fetched in a later script, give both `run_code` calls the same `session`.",
         )
         .input_schema(json!({
             "type": "object",
@@ -220,7 +264,7 @@ impl Tool for DescribeTool {
     fn descriptor() -> Descriptor {
         Descriptor::new(
             DESCRIBE_TOOL,
-            "Shows how a `run_code` script calls one tool: its Python signature, with argument and result types and its documentation.",
+            "Shows how a `run_code` script calls one tool: its Python signature, with argument and result types and its documentation. A script's globals last to its next run only when both name the same `session` (a `run_code` argument).",
         )
         .input_schema(json!({
             "type": "object",

@@ -17,6 +17,8 @@
 use std::time::Instant;
 
 use monty::{MontyRepl, ReplProgress};
+
+use crate::session::{self, Opened};
 use monty_types::{
     CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult,
     PrintWriter, ResourceLimits, ResourceTracker,
@@ -32,7 +34,7 @@ use crate::values::{arguments, from_json, positional};
 /// The deepest a script's own functions may recurse.
 pub const MAX_RECURSION: usize = 200;
 /// The script's file name, in its tracebacks.
-const SCRIPT: &str = "script.py";
+pub const SCRIPT: &str = "script.py";
 
 /// How a script ended.
 pub enum Ended {
@@ -54,10 +56,19 @@ pub struct Report {
     pub log: Vec<Value>,
     /// Tool calls the script made but never awaited: they did not run.
     pub unawaited: usize,
+    /// What became of its session, when it named one.
+    pub session: Option<session::Kept>,
 }
 
-/// Runs `code` against `catalog`, keeping at most `print_bytes` printed.
-pub fn run(code: String, catalog: &Catalog, print_bytes: usize) -> Report {
+/// Runs `code` against `catalog`, keeping at most `print_bytes` printed,
+/// in the session named `session` (its globals those the last run of it
+/// left, and saved for the next) or, without one, afresh.
+pub fn run(code: String, catalog: &Catalog, print_bytes: usize, session: Option<&str>) -> Report {
+    let opened = match session {
+        Some(name) => session::open(name),
+        None => Opened::fresh(),
+    };
+    let repl = opened.repl.unwrap_or_else(fresh);
     let mut printed = String::new();
     let mut state = State {
         catalog,
@@ -67,7 +78,8 @@ pub fn run(code: String, catalog: &Catalog, print_bytes: usize) -> Report {
         made: 0,
         started: 0,
     };
-    let ended = match state.drive(code, &mut printed, print_bytes) {
+    let (repl, ended) = state.drive(repl, code, &mut printed, print_bytes);
+    let ended = match ended {
         Ok(value) => Ended::Value(value),
         Err((exception, kind)) => {
             let exception = as_script(exception);
@@ -75,25 +87,38 @@ pub fn run(code: String, catalog: &Catalog, print_bytes: usize) -> Report {
             Ended::Raised { exception, kind }
         }
     };
+    let session = session.map(|name| session::keep(name, opened.restored, &repl));
     Report {
         ended,
         printed,
         log: state.log,
         unawaited: state.made.saturating_sub(state.started),
+        session,
     }
+}
+
+/// A new interpreter, under the limits every script runs under.
+fn fresh() -> MontyRepl {
+    MontyRepl::new(SCRIPT, tracker(), CompileOptions::default())
+}
+
+/// What bounds a script's interpreter: its recursion depth (the host's
+/// fuel, memory and time bound the rest).
+pub fn tracker() -> ResourceTracker {
+    ResourceTracker::new(ResourceLimits {
+        max_recursion_depth: MAX_RECURSION,
+        ..ResourceLimits::default()
+    })
 }
 
 /// `exception` as the script's author sees it: its frames in the prelude
 /// (the tool functions) left out, and the script's named `script.py`
 /// rather than the snippet name the interpreter gave it.
 fn as_script(mut exception: MontyException) -> MontyException {
-    // Monty names a REPL's snippets `<python-input-N>`: the prelude is fed
-    // first.
-    let prelude = "<python-input-0>";
     let traceback = exception
         .traceback()
         .iter()
-        .filter(|frame| frame.filename != prelude)
+        .filter(|frame| !is_prelude(&frame.filename))
         .cloned()
         .map(|mut frame| {
             frame.filename = SCRIPT.to_string();
@@ -103,6 +128,17 @@ fn as_script(mut exception: MontyException) -> MontyException {
     let data = exception.take_data();
     let message = exception.message().map(str::to_string);
     MontyException::with_traceback(exception.exc_type(), message, traceback).with_data(data)
+}
+
+/// Whether `filename` is a prelude's. Monty names a REPL's snippets
+/// `<python-input-N>`, and each run feeds two: its prelude, then its
+/// script; so in a session too, the preludes are the even ones.
+fn is_prelude(filename: &str) -> bool {
+    let number = filename
+        .strip_prefix("<python-input-")
+        .and_then(|rest| rest.strip_suffix('>'))
+        .and_then(|n| n.parse::<u64>().ok());
+    number.is_some_and(|n| n % 2 == 0)
 }
 
 /// A call the script made, waiting for it to await.
@@ -140,31 +176,26 @@ struct State<'c> {
 type Raised = (MontyException, Option<&'static str>);
 
 impl State<'_> {
+    /// Runs `code` in `repl`: how it ended, and the interpreter it left.
     fn drive(
         &mut self,
+        mut repl: MontyRepl,
         code: String,
         printed: &mut String,
         print_bytes: usize,
-    ) -> Result<MontyObject, Raised> {
-        let limits = ResourceLimits {
-            max_recursion_depth: MAX_RECURSION,
-            ..ResourceLimits::default()
-        };
+    ) -> (MontyRepl, Result<MontyObject, Raised>) {
         let mut print = PrintWriter::CollectString(printed, Some(print_bytes));
-        let mut repl = MontyRepl::new(
-            SCRIPT,
-            ResourceTracker::new(limits),
-            CompileOptions::default(),
-        );
         let functions = prelude::prelude(&code, |name| self.callable(name));
-        repl.feed_run(&functions, vec![], print.reborrow())
-            .map_err(|e| (e, Some("runtime_error")))?;
-        let mut progress = repl
-            .feed_start(&code, vec![], print.reborrow())
-            .map_err(|e| (e.error, None))?;
+        if let Err(e) = repl.feed_run(&functions, vec![], print.reborrow()) {
+            return (repl, Err((e, Some("runtime_error"))));
+        }
+        let mut progress = match repl.feed_start(&code, vec![], print.reborrow()) {
+            Ok(progress) => progress,
+            Err(e) => return (e.repl, Err((e.error, None))),
+        };
         loop {
-            progress = match progress {
-                ReplProgress::Complete { value, .. } => return Ok(value),
+            let next = match progress {
+                ReplProgress::Complete { repl, value } => return (repl, Ok(value)),
                 ReplProgress::NameLookup(lookup) => {
                     let found = self.look_up(&lookup.name);
                     lookup.resume(found, print.reborrow())
@@ -195,13 +226,16 @@ impl State<'_> {
                         Err(stop) => {
                             let kind = stop.kind;
                             let exception = MontyException::new(stop.exc_type, Some(stop.message));
-                            return Err(match pending.abort(exception, print.reborrow()) {
-                                Err(e) => (e.error, Some(kind)),
-                                Ok(_) => (
-                                    MontyException::runtime_error("the script was stopped"),
-                                    Some(kind),
+                            return match pending.abort(exception, print.reborrow()) {
+                                Err(e) => (e.repl, Err((e.error, Some(kind)))),
+                                Ok(progress) => (
+                                    progress.into_repl(),
+                                    Err((
+                                        MontyException::runtime_error("the script was stopped"),
+                                        Some(kind),
+                                    )),
                                 ),
-                            });
+                            };
                         }
                     }
                 }
@@ -215,8 +249,11 @@ impl State<'_> {
                     );
                     call.resume(refused, print.reborrow())
                 }
-            }
-            .map_err(|e| (e.error, None))?;
+            };
+            progress = match next {
+                Ok(progress) => progress,
+                Err(e) => return (e.repl, Err((e.error, None))),
+            };
         }
     }
 

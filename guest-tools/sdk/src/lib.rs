@@ -88,6 +88,7 @@ pub mod config;
 #[doc(hidden)]
 #[allow(missing_docs, unsafe_code)] // generated ABI glue
 pub mod http;
+pub mod session;
 pub mod tools;
 
 pub mod bindings {

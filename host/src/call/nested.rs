@@ -44,8 +44,10 @@ use crate::catalog::table::{Entry, ToolInfo, ToolTable};
 use crate::sandbox::limits::Limits;
 use crate::sandbox::outcome::{CancelToken, ErrorKind, GuestEvent};
 use crate::sandbox::{CallableTool, NestedRequest, NestedResponse, ToolCalls, human_bytes};
+use crate::state::SessionScope;
 
 mod replay;
+mod session;
 
 #[cfg(any(feature = "mcp", test))]
 pub(crate) use replay::Recorded;
@@ -193,6 +195,8 @@ pub(crate) struct Tree {
     /// Who answers the user's questions of the upstream tools it calls:
     /// the root call's asker.
     elicitor: Option<Elicitor>,
+    /// Where the root call's caller keeps code mode's sessions.
+    sessions: Option<SessionScope>,
 }
 
 /// A tree's budget, from its root's limits.
@@ -226,6 +230,7 @@ impl Tree {
             replay: options.replay.clone(),
             diverged: Mutex::new(None),
             elicitor: options.elicitor.clone(),
+            sessions: options.sessions.clone(),
         })
     }
 
@@ -408,6 +413,21 @@ impl ToolCalls for Caller {
             responses
         })
     }
+
+    fn load_session(
+        self: Arc<Self>,
+        name: String,
+    ) -> BoxFuture<'static, Result<Option<Vec<u8>>, String>> {
+        Box::pin(async move { session::load(&self, &name).await })
+    }
+
+    fn save_session(
+        self: Arc<Self>,
+        name: String,
+        state: Vec<u8>,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        Box::pin(async move { session::save(&self, &name, state).await })
+    }
 }
 
 /// A nested request, with the entry of its tool (looked up once).
@@ -469,9 +489,10 @@ impl Caller {
         let mut names = Vec::with_capacity(count);
         for (index, looked) in requests.into_iter().enumerate() {
             let position = self.next_position();
-            let what = what(&looked.1);
-            names.push(what.0.clone());
-            if let Some(answer) = self.replayed(&position, &what) {
+            names.push(looked.1.name.clone());
+            // A tree without a log (no pause can come) records nothing.
+            let what = self.tree.logs().then(|| what(&looked.1));
+            if let Some(answer) = what.as_ref().and_then(|w| self.replayed(&position, w)) {
                 answers[index] = Some(answer);
                 continue;
             }
@@ -493,14 +514,16 @@ impl Caller {
         while let Some(joined) = tasks.join_next().await {
             if let Ok((index, report, reported, (position, what, sent))) = joined {
                 let (response, listed) = self.answer(report, reported);
-                let received =
-                    response.output.len() + response.details.as_ref().map_or(0, String::len);
-                let used = Used {
-                    calls: 1,
-                    bytes: sent + received as u64,
-                    listed: listed.into_iter().collect(),
-                };
-                self.tree.record(position, what, used, &response);
+                if let Some(what) = what {
+                    let received =
+                        response.output.len() + response.details.as_ref().map_or(0, String::len);
+                    let used = Used {
+                        calls: 1,
+                        bytes: sent + received as u64,
+                        listed: listed.into_iter().collect(),
+                    };
+                    self.tree.record(position, what, used, &response);
+                }
                 answers[index] = Some(response);
             }
         }

@@ -7,10 +7,12 @@ use super::nested::{NestedEvent, NestedSink, Nesting, Replay};
 use super::{CallPolicy, Tracer};
 use crate::catalog::elicit::{Elicitation, ElicitationRequest, Elicitor};
 use crate::sandbox::outcome::{CancelToken, EventSink, GuestEvent};
+use crate::state::SessionScope;
 
 /// Options of one call. By default: a generated call id, no event
-/// callbacks, no cancellation, and no [`CallPolicy`]: the call is the
-/// embedder's own, so every tool is allowed and nothing is cached or traced.
+/// callbacks, no cancellation, no [`CallPolicy`] (the call is the
+/// embedder's own, so every tool is allowed and nothing is cached or
+/// traced), and no sessions.
 #[derive(Clone, Default)]
 pub struct CallOptions {
     call_id: Option<String>,
@@ -24,6 +26,8 @@ pub struct CallOptions {
     pub(super) replay: Option<Arc<dyn Replay>>,
     /// Who answers the questions the tool's server asks the user.
     pub(super) elicitor: Option<Elicitor>,
+    /// Where code mode's sessions of the call's caller are kept.
+    pub(super) sessions: Option<SessionScope>,
 }
 
 impl CallOptions {
@@ -76,6 +80,15 @@ impl CallOptions {
         Fut: Future<Output = Elicitation> + Send + 'static,
     {
         self.elicitor = Some(Arc::new(move |question| Box::pin(ask(question))));
+        self
+    }
+
+    /// Keeps code mode's sessions (`run_code`'s `session`) in `scope`, the
+    /// caller's (see [`ScriptSessions::of`](crate::state::ScriptSessions::of)).
+    /// Default: none, so a script naming a session runs without one, and
+    /// its result says so.
+    pub fn sessions(mut self, scope: SessionScope) -> Self {
+        self.sessions = Some(scope);
         self
     }
 

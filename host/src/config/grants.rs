@@ -14,6 +14,7 @@ use crate::sandbox::limits::LimitOverrides;
 use crate::sandbox::mount::Mount;
 use crate::sandbox::net::{Cidr, Grant};
 use crate::sandbox::secrets::Injection;
+use crate::state::SessionLimits;
 
 /// The largest wasm stack a config may ask for: 256 MiB.
 const MAX_STACK_BYTES: usize = 256 << 20;
@@ -81,6 +82,28 @@ pub(super) fn code_mode(raw: &RawCodeMode) -> Result<CodeMode, ConfigError> {
         Some(kib) => Ok(code_mode.print_kib(kib)),
         None => Ok(code_mode),
     }
+}
+
+/// `[code_mode]`'s session bounds; `None` with code mode off.
+pub(super) fn sessions(raw: &RawCodeMode) -> Result<Option<SessionLimits>, ConfigError> {
+    if raw.enabled == Some(false) {
+        return Ok(None);
+    }
+    let positive = |key: &str, value: Option<u64>| match value {
+        Some(0) => Err(ConfigError::invalid(key, "must be greater than 0")),
+        other => Ok(other),
+    };
+    let mut limits = SessionLimits::default();
+    if let Some(kib) = positive("code_mode.session_kib", raw.session_kib)? {
+        limits.bytes = usize::try_from(kib.saturating_mul(1024)).unwrap_or(usize::MAX);
+    }
+    if let Some(n) = positive("code_mode.sessions_per_caller", raw.sessions_per_caller)? {
+        limits.per_caller = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    if let Some(ms) = positive("code_mode.session_idle_ms", raw.session_idle_ms)? {
+        limits.idle = Duration::from_millis(ms);
+    }
+    Ok(Some(limits))
 }
 
 /// A `[network]` table; `resolve` resolves `ca_file`, which only the shared

@@ -273,7 +273,7 @@ const DISTRIBUTION: [Key; 6] = [
         "whether a signature by the key is required",
     ),
 ];
-const CODE_MODE: [Key; 3] = [
+const CODE_MODE: [Key; 6] = [
     key(
         "code_mode.enabled",
         "true",
@@ -288,6 +288,21 @@ const CODE_MODE: [Key; 3] = [
         "code_mode.print_kib",
         "64",
         "what a script may print, in KiB",
+    ),
+    key(
+        "code_mode.session_kib",
+        "4096",
+        "the largest session a run_code script keeps, in KiB; a larger one is not saved, and the run says so",
+    ),
+    key(
+        "code_mode.sessions_per_caller",
+        "16",
+        "the sessions one caller keeps; saving one more drops the one idle longest",
+    ),
+    key(
+        "code_mode.session_idle_ms",
+        "1800000",
+        "how long a session lasts unused, in milliseconds",
     ),
 ];
 const STATE: [Key; 4] = [

@@ -64,6 +64,9 @@ pub(super) struct RawCodeMode {
     pub(super) enabled: Option<bool>,
     pub(super) tools: Option<Vec<String>>,
     pub(super) print_kib: Option<u64>,
+    pub(super) session_kib: Option<u64>,
+    pub(super) sessions_per_caller: Option<u64>,
+    pub(super) session_idle_ms: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]

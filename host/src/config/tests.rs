@@ -229,6 +229,28 @@ fn code_mode_parses_and_refuses_bad_values() {
 }
 
 #[test]
+fn session_bounds_parse_and_refuse_zero() {
+    use crate::state::SessionLimits;
+    assert_eq!(parse("").unwrap().sessions, Some(SessionLimits::default()));
+    let text = "[code_mode]\nsession_kib = 8\nsessions_per_caller = 2\nsession_idle_ms = 500";
+    let limits = parse(text).unwrap().sessions.unwrap();
+    assert_eq!(
+        limits,
+        SessionLimits {
+            bytes: 8 << 10,
+            per_caller: 2,
+            idle: std::time::Duration::from_millis(500),
+        }
+    );
+    let off = parse("[code_mode]\nenabled = false\nsession_kib = 8").unwrap();
+    assert_eq!(off.sessions, None);
+    for key in ["session_kib", "sessions_per_caller", "session_idle_ms"] {
+        let error = parse(&format!("[code_mode]\n{key} = 0")).unwrap_err();
+        assert!(error.contains(&format!("code_mode.{key}")), "{error}");
+    }
+}
+
+#[test]
 fn secrets_injections_and_settings_parse() {
     let config = parse(
         r#"

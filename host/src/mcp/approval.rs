@@ -100,15 +100,23 @@ pub async fn approver(
     Ok((Some(Box::new(approver)), Some(round)))
 }
 
-/// Who made `context`'s request, as a sealed state is bound to it: the
+/// Who made `context`'s request, as a sealed state and a script's session
+/// are bound to it: the
 /// hash of its bearer token over HTTP with tokens, anyone over HTTP
 /// without, and this server process over stdio.
-fn caller(context: &RequestContext<RoleServer>, sealer: &Sealer) -> String {
-    let http = context.extensions.get::<http::request::Parts>().is_some();
-    match (super::tasks::owner(context), http) {
-        (Some(owner), _) => format!("token:{}", blake3::Hash::from(owner.0).to_hex()),
-        (None, true) => "http".to_string(),
-        (None, false) => format!("stdio:{}", sealer.process()),
+pub(super) fn caller(context: &RequestContext<RoleServer>, sealer: &Sealer) -> String {
+    match context.extensions.get::<http::request::Parts>() {
+        Some(parts) => http_caller(parts),
+        None => format!("stdio:{}", sealer.process()),
+    }
+}
+
+/// Who made a request over HTTP with head `parts`: its bearer token's
+/// hash, or anyone without tokens.
+pub(super) fn http_caller(parts: &http::request::Parts) -> String {
+    match parts.extensions.get::<super::tasks::Owner>() {
+        Some(owner) => format!("token:{}", blake3::Hash::from(owner.0).to_hex()),
+        None => "http".to_string(),
     }
 }
 
@@ -163,12 +171,6 @@ pub struct Round {
     started: Instant,
     seal: Seal,
 }
-
-/// The most bytes of nested calls' answers a request state carries; past
-/// it, an answer is kept without its details and with its output cut.
-const MAX_DONE_BYTES: usize = 256 << 10;
-/// What is kept of an answer's output past [`MAX_DONE_BYTES`].
-const CUT_OUTPUT_CHARS: usize = 1024;
 
 /// The request state a 2026-07-28 call's input-required result carries,
 /// sealed for its call and caller ([`Sealer`]): the answers given so far,
@@ -337,17 +339,11 @@ impl Replay for Round {
         self.spent + self.started.elapsed()
     }
 
-    fn record(&self, position: String, mut recorded: Recorded) {
+    /// Keeps `recorded` whole, so that a replayed call answers what it
+    /// answered: the tree's `nested_kib` bounds what its calls answer, and
+    /// the state store what a paused run keeps.
+    fn record(&self, position: String, recorded: Recorded) {
         let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
-        let size = |r: &Recorded| r.output.len() + r.details.as_ref().map_or(0, String::len);
-        let kept: usize = done.values().map(size).sum();
-        if kept + size(&recorded) > MAX_DONE_BYTES {
-            recorded.details = None;
-            if let Some((cut, _)) = recorded.output.char_indices().nth(CUT_OUTPUT_CHARS) {
-                recorded.output.truncate(cut);
-                recorded.output.push_str(" […]");
-            }
-        }
         done.insert(position, recorded);
     }
 }
@@ -749,23 +745,20 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn answers_are_kept_in_full_to_their_cap_then_cut_and_carried_to_the_retry() {
+    async fn answers_are_kept_whole_and_carried_to_the_retry() {
         let sealer = Arc::new(Sealer::default());
         let round = round(&request(None), &sealer).await;
-        round.record("a".into(), answer(100 << 10));
-        round.record("b".into(), answer(100 << 10));
-        round.record("c".into(), answer(100 << 10));
-        assert_eq!(round.recorded("a"), Some(answer(100 << 10)));
-        assert_eq!(round.recorded("b"), Some(answer(100 << 10)));
-        let cut = round.recorded("c").unwrap();
-        assert_eq!(cut.details, None);
-        assert_eq!(cut.output, format!("{} […]", "x".repeat(CUT_OUTPUT_CHARS)));
+        for position in ["a", "b", "c"] {
+            round.record(position.into(), answer(100 << 10));
+        }
+        assert_eq!(round.recorded("c"), Some(answer(100 << 10)));
         assert_eq!(round.recorded("d"), None);
         // The retry, with the state the question carried, has them all.
         round.ask("q".into(), question("t", &Value::Null));
         let retry = self::round(&request(sealed(&round).await), &sealer).await;
-        assert_eq!(retry.recorded("a"), Some(answer(100 << 10)));
-        assert_eq!(retry.recorded("c"), Some(cut));
+        for position in ["a", "b", "c"] {
+            assert_eq!(retry.recorded(position), Some(answer(100 << 10)));
+        }
     }
 
     #[tokio::test]

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, LoggingLevel, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, RequestMetaObject,
+    CallToolRequestParams, CallToolResponse, JsonObject, LoggingLevel,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, RequestMetaObject,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -34,6 +34,12 @@ use crate::sandbox::outcome::{CancelToken, ErrorKind, GuestEvent};
 use crate::state::Sealer;
 #[cfg(feature = "otel")]
 use crate::telemetry::{CallOrigin, Telemetry};
+
+/// What a call resumed inside its task runs under: the task's.
+struct Resumed {
+    cancel: CancelToken,
+    promoted: Arc<tasks::Promotion>,
+}
 
 /// How to ask the user about a call: an approver, `None` when the client
 /// cannot be asked (or the rule does not ask), or the input-required result
@@ -58,6 +64,7 @@ impl McpServer {
             call,
             &request,
             context,
+            None,
             #[cfg(feature = "otel")]
             None,
         )
@@ -96,7 +103,8 @@ impl McpServer {
         let started = std::time::Instant::now();
         let origin = super::telemetry::origin(&context);
         let served = call.info().is_some().then(|| request.name.to_string());
-        let response = (self.run_tool(registry, call, &request, context, Some(&origin))).await;
+        let run = self.run_tool(registry, call, &request, context, None, Some(&origin));
+        let response = run.await;
         let error = super::telemetry::error_type(&response);
         if let Some(request) = origin.server_request() {
             let tool = served.as_deref();
@@ -105,13 +113,16 @@ impl McpServer {
         response
     }
 
-    /// Runs the rest of the path for `call`, looked up in `registry`.
+    /// Runs the rest of the path for `call`, looked up in `registry`: as
+    /// the task it becomes when it runs long, or (`resumed`) inside the
+    /// task it already is.
     async fn run_tool(
         &self,
         registry: &Registry,
         call: Call<'static>,
         request: &CallToolRequestParams,
         context: CallContext,
+        resumed: Option<Resumed>,
         #[cfg(feature = "otel")] origin: Option<&CallOrigin>,
     ) -> Result<CallToolResponse, McpError> {
         let Some(info) = call.info() else {
@@ -123,7 +134,10 @@ impl McpServer {
             (true, _) => mapping::Structured::WithText,
         };
         let _running = self.in_flight.start();
-        let cancel = CancelToken::new();
+        let (cancel, promoted, in_task) = match resumed {
+            Some(Resumed { cancel, promoted }) => (cancel, promoted, true),
+            None => (CancelToken::new(), Arc::default(), false),
+        };
         let asking = approval_for(request, &context, &call, &cancel, &self.state).await;
         let (approver, round) = match asking {
             Ok(asking) => asking,
@@ -148,6 +162,14 @@ impl McpServer {
         if let Some(round) = &round {
             options = options.replay(round.clone());
         }
+        let caller = match (&context.session, &context.http) {
+            (Some(session), _) => Some(approval::caller(session, &self.state)),
+            (None, Some(parts)) => Some(approval::http_caller(parts)),
+            (None, None) => None,
+        };
+        if let Some((sessions, caller)) = self.script_sessions.as_ref().zip(caller) {
+            options = options.sessions(sessions.of(caller));
+        }
         // An upstream server's question: asked while the call waits, or
         // (2026-07-28) put in the round, which stops the call and asks.
         if let Some(peer) = context.session.as_ref().and_then(approval::upstream_asker) {
@@ -164,10 +186,10 @@ impl McpServer {
         // neither the request's cancellation nor its notifications apply
         // any more (the extension cancels with `tasks/cancel`, and sends no
         // progress for tasks).
-        let promoted: Arc<tasks::Promotion> = Arc::default();
         let forwarder = EventForwarder::new(self, &context, call.name(), promoted.clone());
         options = options.on_nested(nested_status(promoted.clone()));
         let span = call_span(call.name(), &context.meta);
+        let arguments = call.parsed().and_then(Value::as_object).cloned();
         let run = run_one(
             call,
             options,
@@ -190,13 +212,63 @@ impl McpServer {
             }
             Ok(mapping::call_result(result, structured).into())
         };
+        if in_task {
+            return work.await;
+        }
         match self.tasks.as_ref().zip(task_client(&context)) {
             Some((tasks, session)) => {
                 let owner = tasks::owner(session);
-                tasks.run(work, cancel, owner, promoted).await
+                let resume = self.resume_of(request, arguments, session);
+                tasks.run(work, cancel, owner, promoted, Some(resume)).await
             }
             None => work.await,
         }
+    }
+
+    /// How a task of `request` (with `arguments`) that stopped to ask goes
+    /// on: the same call again, with the client's answers and the state
+    /// its pause sealed, inside the task.
+    fn resume_of(
+        &self,
+        request: &CallToolRequestParams,
+        arguments: Option<JsonObject>,
+        session: &RequestContext<RoleServer>,
+    ) -> tasks::Resume {
+        let mut request = request.clone();
+        request.arguments = arguments;
+        let (server, session) = (self.clone(), session.clone());
+        Arc::new(move |answered: tasks::Answered| {
+            let (server, mut request) = (server.clone(), request.clone());
+            let context = CallContext::from(session.clone());
+            request.input_responses = Some(answered.responses);
+            request.request_state = answered.state;
+            let resumed = Resumed {
+                cancel: answered.cancel,
+                promoted: answered.promoted,
+            };
+            Box::pin(async move { server.resume(request, context, resumed).await })
+        })
+    }
+
+    /// A task's call, resumed with `request`'s answers.
+    async fn resume(
+        &self,
+        mut request: CallToolRequestParams,
+        context: CallContext,
+        resumed: Resumed,
+    ) -> Result<CallToolResponse, McpError> {
+        let registry = self.tools.current();
+        let call = self.look_up(&registry, &mut request, &context);
+        let run = self.run_tool(
+            &registry,
+            call,
+            &request,
+            context,
+            Some(resumed),
+            #[cfg(feature = "otel")]
+            None,
+        );
+        run.await
     }
 
     /// The policy of one call: the operator's rules (as they are now),

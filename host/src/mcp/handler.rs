@@ -212,8 +212,9 @@ impl ServerHandler for Handler {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        let owner = tasks::owner(&context);
         self.served_tasks()?
-            .update(&request.task_id, tasks::owner(&context))
+            .update(&request.task_id, owner, request.input_responses)
     }
 
     async fn cancel_task(

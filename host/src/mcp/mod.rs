@@ -64,6 +64,7 @@ pub use tasks::{InvalidTaskRoute, TaskOptions};
 
 use crate::catalog::live::LiveRegistry;
 use crate::catalog::permissions::{LiveRules, Permissions};
+use crate::state::{ScriptSessions, SessionLimits};
 #[cfg(feature = "otel")]
 use crate::telemetry::Telemetry;
 
@@ -132,6 +133,10 @@ pub struct McpServer {
     code_mode_only: bool,
     /// Seals the state a paused run's client carries.
     state: Arc<crate::state::Sealer>,
+    /// The bounds of code mode's sessions; `None`: no sessions.
+    session_limits: Option<SessionLimits>,
+    /// Code mode's sessions, in the state's store.
+    script_sessions: Option<Arc<ScriptSessions>>,
     /// Where calls report spans and metrics.
     #[cfg(feature = "otel")]
     telemetry: Option<Telemetry>,
@@ -161,9 +166,21 @@ impl McpServer {
             tasks: Some(tasks::Tasks::new(TaskOptions::default())),
             code_mode_only: false,
             state: Arc::default(),
+            session_limits: Some(SessionLimits::default()),
+            script_sessions: None,
             #[cfg(feature = "otel")]
             telemetry: None,
         }
+        .with_sessions()
+    }
+
+    /// Code mode's sessions as the limits say, in the state's store.
+    fn with_sessions(mut self) -> Self {
+        let store = self.state.store().clone();
+        self.script_sessions = self
+            .session_limits
+            .map(|limits| Arc::new(ScriptSessions::new(store, limits)));
+        self
     }
 
     /// Seals the state a paused run's client carries to its retry (a
@@ -174,7 +191,18 @@ impl McpServer {
     /// this process's own. See [`crate::state::seal`].
     pub fn state(mut self, options: crate::state::StateOptions) -> Self {
         self.state = Arc::new(options.build());
-        self
+        self.with_sessions()
+    }
+
+    /// Keeps code mode's sessions (a `run_code` naming a `session`) under
+    /// `limits`, for each caller apart (a token's hash over HTTP, anyone
+    /// over HTTP without tokens, the server process over stdio), in the
+    /// state's store (see [`state`](Self::state)). `None`: no sessions, so
+    /// a script naming one runs without it and says so. Default:
+    /// [`SessionLimits::default`]. See [`crate::state::session`].
+    pub fn script_sessions(mut self, limits: Option<SessionLimits>) -> Self {
+        self.session_limits = limits;
+        self.with_sessions()
     }
 
     /// Lists only code mode's tools (`run_code`, `search_tools`,
@@ -328,7 +356,6 @@ struct CallContext {
     notify: Notify,
     /// The request's HTTP head, for a call answered directly (rmcp keeps
     /// it in the session's context).
-    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
     http: Option<::http::request::Parts>,
     /// rmcp's context of the request; `None` for a call answered directly
     /// over HTTP ([`http::direct`]), whose client can be neither asked nor

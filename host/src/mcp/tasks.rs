@@ -20,6 +20,11 @@
 //!   is cancelled, its guest stopped, and forgotten.
 //! - `tasks/cancel` stops the guest within milliseconds, like a cancelled
 //!   request.
+//! - A task's call that stops to ask (an `ask` rule in a script) waits in
+//!   `input_required`, its questions in `tasks/get`; the first
+//!   `tasks/update` answering one resumes it once, from the state the
+//!   pause sealed, so nothing that ran runs again. Answers to keys not
+//!   outstanding are ignored, as the extension says.
 //!
 //! Tasks live in this process's memory: a restart forgets them, and a
 //! replica cannot answer for another's. Behind a load balancer, give each
@@ -32,8 +37,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolResponse, CreateTaskResult, DetailedTask, JsonObject, Task, TaskPayload,
+    CallToolResponse, CreateTaskResult, DetailedTask, InputRequests, InputResponses, JsonObject,
+    Task, TaskPayload,
 };
 use rmcp::service::RequestContext;
 use rmcp::task_manager::current_timestamp;
@@ -164,12 +171,37 @@ struct TaskRecord {
     state: State,
     cancel: CancelToken,
     cancel_requested: bool,
+    /// Goes on with its call when it stops to ask; `None`: it cannot.
+    resume: Option<Resume>,
 }
 
 enum State {
     Working,
+    /// Stopped to ask `requests`; `state` is what its retry brings back.
+    Asking {
+        requests: InputRequests,
+        state: Option<String>,
+    },
     /// Finished, with the size its payload counts against the bound.
     Done(TaskPayload, usize),
+}
+
+/// Goes on with a task's call that stopped to ask: the same call again,
+/// with the client's answers and the state its pause sealed (so nothing
+/// that ran runs again).
+pub(crate) type Resume =
+    Arc<dyn Fn(Answered) -> BoxFuture<'static, Result<CallToolResponse, McpError>> + Send + Sync>;
+
+/// What a resumed call goes on with.
+pub(crate) struct Answered {
+    /// The client's answers to the questions outstanding.
+    pub responses: InputResponses,
+    /// The state the pause sealed.
+    pub state: Option<String>,
+    /// Stops the resumed call (`tasks/cancel`).
+    pub cancel: CancelToken,
+    /// Where the resumed call reports: the task.
+    pub promoted: Arc<Promotion>,
 }
 
 /// A task made for a running call: where the call reports.
@@ -256,6 +288,7 @@ impl Tasks {
         cancel: CancelToken,
         owner: Option<Owner>,
         promoted: Arc<Promotion>,
+        resume: Option<Resume>,
     ) -> Result<CallToolResponse, McpError>
     where
         F: Future<Output = Result<CallToolResponse, McpError>> + Send + 'static,
@@ -268,7 +301,7 @@ impl Tasks {
         {
             return joined(done);
         }
-        let Some(task) = self.create(owner, cancel) else {
+        let Some(task) = self.create(owner, cancel, resume) else {
             return joined(running.await);
         };
         let handle = Promoted {
@@ -289,7 +322,12 @@ impl Tasks {
     }
 
     /// A new working task, or `None` when the store is full of running ones.
-    fn create(&self, owner: Option<Owner>, cancel: CancelToken) -> Option<Task> {
+    fn create(
+        &self,
+        owner: Option<Owner>,
+        cancel: CancelToken,
+        resume: Option<Resume>,
+    ) -> Option<Task> {
         let mut store = self.lock();
         store.expire(self.options.ttl);
         if store.tasks.len() >= self.options.max_tasks {
@@ -313,6 +351,7 @@ impl Tasks {
                 state: State::Working,
                 cancel,
                 cancel_requested: false,
+                resume,
             },
         );
         Some(task)
@@ -362,6 +401,22 @@ impl Tasks {
                     )),
                 }
             }
+            Ok(CallToolResponse::InputRequired(_)) if entry.cancel_requested => (
+                TaskPayload::Cancelled,
+                "The task was cancelled: its guest was stopped.".to_string(),
+            ),
+            Ok(CallToolResponse::InputRequired(asked)) if entry.resume.is_some() => {
+                entry.task.status_message = Some(
+                    "The call waits for an answer: see inputRequests, answer with tasks/update."
+                        .to_string(),
+                );
+                entry.task.last_updated_at = current_timestamp();
+                entry.state = State::Asking {
+                    requests: asked.input_requests.unwrap_or_default(),
+                    state: asked.request_state,
+                };
+                return;
+            }
             Ok(_) => failed(McpError::internal_error(
                 "the call asked for input after it became a task",
                 None,
@@ -392,6 +447,9 @@ impl Tasks {
         let entry = self.find(&mut store, id, owner, "retrieve")?;
         let payload = match &entry.state {
             State::Working => TaskPayload::Working,
+            State::Asking { requests, .. } => TaskPayload::InputRequired {
+                input_requests: requests.clone(),
+            },
             State::Done(payload, _) => payload.clone(),
         };
         Ok(DetailedTask::new(entry.task.clone(), payload))
@@ -403,6 +461,12 @@ impl Tasks {
         let mut store = self.lock();
         store.expire(self.options.ttl);
         let entry = self.find(&mut store, id, owner, "cancel")?;
+        if matches!(entry.state, State::Asking { .. }) {
+            entry.cancel_requested = true;
+            entry.task.status_message = Some("The task was cancelled while it waited.".into());
+            entry.task.last_updated_at = current_timestamp();
+            entry.state = State::Done(TaskPayload::Cancelled, 0);
+        }
         if matches!(entry.state, State::Working) {
             entry.cancel_requested = true;
             entry.task.status_message = Some("Cancelling: the guest is being stopped.".into());
@@ -412,14 +476,55 @@ impl Tasks {
         Ok(())
     }
 
-    /// `tasks/update`: a tool asks nothing of the client while it runs as
-    /// a task (permission prompts are answered before it becomes one), so
-    /// every response is for a key not outstanding, which the extension
-    /// says to ignore.
-    pub(crate) fn update(&self, id: &str, owner: Option<Owner>) -> Result<(), McpError> {
+    /// `tasks/update`: answers to the questions a task waits on resume its
+    /// call, once; answers to keys not outstanding (the task is working,
+    /// or finished) are ignored.
+    pub(crate) fn update(
+        &self,
+        id: &str,
+        owner: Option<Owner>,
+        responses: InputResponses,
+    ) -> Result<(), McpError> {
         let mut store = self.lock();
         store.expire(self.options.ttl);
-        self.find(&mut store, id, owner, "update").map(|_| ())
+        let entry = self.find(&mut store, id, owner, "update")?;
+        let (State::Asking { requests, .. }, Some(resume)) = (&entry.state, &entry.resume) else {
+            return Ok(());
+        };
+        let responses: InputResponses = responses
+            .into_iter()
+            .filter(|(key, _)| requests.contains_key(key))
+            .collect();
+        if responses.is_empty() {
+            return Ok(());
+        }
+        let resume = resume.clone();
+        let State::Asking { state, .. } = std::mem::replace(&mut entry.state, State::Working)
+        else {
+            return Ok(());
+        };
+        let cancel = CancelToken::new();
+        entry.cancel = cancel.clone();
+        entry.task.status_message = Some("The call goes on with the answer.".to_string());
+        entry.task.last_updated_at = current_timestamp();
+        drop(store);
+        let promoted = Arc::new(Promotion::default());
+        let handle = Promoted {
+            tasks: self.clone(),
+            id: id.to_string(),
+        };
+        promoted.promote(handle.clone());
+        let answered = Answered {
+            responses,
+            state,
+            cancel,
+            promoted,
+        };
+        tokio::spawn(async move {
+            let outcome = joined(tokio::spawn(resume(answered)).await);
+            handle.tasks.finish(&handle.id, outcome);
+        });
+        Ok(())
     }
 
     /// Cancels every running task (the server is ending).
@@ -483,6 +588,7 @@ impl Store {
             if !keep {
                 match entry.state {
                     State::Working => entry.cancel.cancel(),
+                    State::Asking { .. } => {}
                     State::Done(_, bytes) => freed += bytes,
                 }
             }
@@ -557,7 +663,7 @@ mod tests {
     {
         let promoted = Arc::default();
         tasks
-            .run(work, CancelToken::new(), owner, promoted)
+            .run(work, CancelToken::new(), owner, promoted, None)
             .await
             .unwrap()
     }
@@ -647,7 +753,7 @@ mod tests {
             answer("awake")
         };
         let handle = tasks
-            .run(work, CancelToken::new(), None, promotion.clone())
+            .run(work, CancelToken::new(), None, promotion.clone(), None)
             .await
             .unwrap();
         let CallToolResponse::Task(handle) = handle else {

@@ -13,6 +13,8 @@ wasmtime::component::bindgen!({
     imports: {
         "toolcage:tool/tools.call": async,
         "toolcage:tool/tools.call-all": async,
+        "toolcage:tool/session.load": async,
+        "toolcage:tool/session.save": async,
     },
 });
 

@@ -142,7 +142,7 @@ fn precompiled(engine: &EngineHandle, content: &Content) -> Option<Component> {
 /// `net::sockets`, stdout and stderr by the call's capped pipes: `state`),
 /// outgoing `wasi:http` (every request goes through
 /// `net::Egress`), read-only `wasi:config/store` (the component's settings)
-/// and toolcage's host interface.
+/// and toolcage's interfaces.
 const PROVIDED: &[&str] = &[
     "wasi:cli/environment",
     "wasi:cli/exit",
@@ -176,6 +176,7 @@ const PROVIDED: &[&str] = &[
     "wasi:sockets/udp-create-socket",
     "toolcage:tool/host",
     "toolcage:tool/tools",
+    "toolcage:tool/session",
 ];
 
 /// Whether the component `pre` links imports `toolcage:tool/tools`: only

@@ -43,4 +43,4 @@ pub(crate) use outcome::Observer;
 pub(crate) use run::{Compiled, Files, Grants, GuestReturn, Invocation, Sandbox, run};
 pub(crate) use state::SlotShape;
 pub(crate) use text::human_bytes;
-pub(crate) use tools::{CallableTool, NestedRequest, NestedResponse, ToolCalls};
+pub(crate) use tools::{CallableTool, NO_SESSIONS, NestedRequest, NestedResponse, ToolCalls};

@@ -86,6 +86,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<
         &mut state.events
     })?;
     toolcage::tool::tools::add_to_linker::<_, HasSelf<ToolsCtx>>(linker, |state| &mut state.tools)?;
+    toolcage::tool::session::add_to_linker::<_, HasSelf<ToolsCtx>>(linker, |state| {
+        &mut state.tools
+    })?;
     config_store::add_to_linker::<_, HasSelf<SettingsCtx>>(linker, |state| &mut state.settings)
 }
 

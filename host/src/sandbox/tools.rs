@@ -4,6 +4,9 @@
 //! carries the requests out and the results in, and knows nothing of
 //! catalogs, rules or grants.
 //!
+//! It carries code mode's sessions (`toolcage:tool/session`) the same way:
+//! the layer above decides whose they are and keeps them.
+//!
 //! Threat model: the caller is hostile and so are its requests. Whatever it
 //! asks for becomes a result it reads, never a trap of its own or an error
 //! of the host's: with no [`ToolCalls`] (a `describe()` calling tools) each
@@ -67,6 +70,21 @@ pub(crate) trait ToolCalls: Send + Sync {
         requests: Vec<NestedRequest>,
         deadline: Instant,
     ) -> BoxFuture<'static, Vec<NestedResponse>>;
+
+    /// The state saved under session `name` for the call's caller, if it
+    /// has sessions and one is there; or why it could not be read.
+    fn load_session(
+        self: Arc<Self>,
+        name: String,
+    ) -> BoxFuture<'static, Result<Option<Vec<u8>>, String>>;
+
+    /// Saves `state` under session `name` for the call's caller, or says
+    /// why it did not.
+    fn save_session(
+        self: Arc<Self>,
+        name: String,
+        state: Vec<u8>,
+    ) -> BoxFuture<'static, Result<(), String>>;
 }
 
 /// A call's `toolcage:tool/tools`: what runs its nested calls, if anything.
@@ -146,6 +164,25 @@ impl ToolsCtx {
         }
     }
 }
+
+impl toolcage::tool::session::Host for ToolsCtx {
+    async fn load(&mut self, name: String) -> Result<Option<Vec<u8>>, String> {
+        match &self.calls {
+            Some((calls, _)) => calls.clone().load_session(name).await,
+            None => Ok(None),
+        }
+    }
+
+    async fn save(&mut self, name: String, state: Vec<u8>) -> Result<(), String> {
+        match &self.calls {
+            Some((calls, _)) => calls.clone().save_session(name, state).await,
+            None => Err(NO_SESSIONS.to_string()),
+        }
+    }
+}
+
+/// Why a tool without sessions saves none.
+pub(crate) const NO_SESSIONS: &str = "sessions are kept for code mode's `run_code` alone";
 
 impl toolcage::tool::tools::Host for ToolsCtx {
     fn callable(&mut self) -> Vec<WitEntry> {

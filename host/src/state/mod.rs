@@ -1,5 +1,6 @@
 //! What outlives one call: the state a paused run carries through its
-//! client between its attempts ([`seal`]), kept in a [`StateStore`].
+//! client between its attempts ([`seal`]), and code mode's sessions
+//! ([`session`]), kept in a [`StateStore`].
 //!
 //! Threat model: a state is written by the host, but it comes back from
 //! the client, which may be the model's or an attacker's. Sealing makes it
@@ -11,6 +12,7 @@
 
 mod memory;
 pub mod seal;
+pub mod session;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,6 +20,7 @@ use std::time::Duration;
 
 pub use memory::{DEFAULT_STORE_BYTES, MemoryStore};
 pub use seal::{Sealer, StateOptions};
+pub use session::{ScriptSessions, SessionLimits, SessionScope};
 
 /// What a [`StateStore`] answers, later.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;

@@ -246,6 +246,11 @@ impl Sealer {
         self.expiry
     }
 
+    /// The store it keeps large states and used nonces in.
+    pub fn store(&self) -> &Arc<dyn StateStore> {
+        &self.store
+    }
+
     /// `body` sealed for `binding`: carried whole up to the inline bound,
     /// else held in the store under the state's nonce.
     pub async fn seal(&self, binding: Binding<'_>, body: &str) -> Result<String, StoreError> {

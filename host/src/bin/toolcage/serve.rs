@@ -55,8 +55,9 @@ impl Serve {
         server = server.tasks(self.tasks.take());
         server = server.code_mode_only(self.code_mode_only);
         // Read once: a reload keeps the key and the store, so that the
-        // runs paused before it go on after it.
+        // runs paused before it go on after it, and the sessions with them.
         server = server.state(config.state.options()?);
+        server = server.script_sessions(config.sessions);
         if let Some(telemetry) = &self.telemetry {
             server = server.telemetry(telemetry.clone());
         }

@@ -16,7 +16,7 @@ pub(crate) const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest
 /// Manifest annotation: the tool names the component offers, comma-separated.
 pub const ANNOTATION_TOOLS: &str = "dev.toolcage.tools";
 /// The version of toolcage's WIT package (`toolcage:tool`).
-pub const WIT_VERSION: &str = "0.1.3";
+pub const WIT_VERSION: &str = "0.1.4";
 /// Manifest annotation: the toolcage WIT version it was built against.
 pub const ANNOTATION_WIT: &str = "dev.toolcage.wit";
 

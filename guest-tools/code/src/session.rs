@@ -1,0 +1,127 @@
+//! A script's session: the interpreter a run starts from, restored from
+//! what the last run of the same session saved, and saved again when it
+//! ends.
+//!
+//! Threat model: the host keeps a session for its caller alone, and only
+//! from this component's own saves, so what is loaded here is what an
+//! earlier run of this caller left. It is still read as untrusted bytes:
+//! one this build cannot read (another Monty version, damage) starts the
+//! run afresh and says so, and its limits are this run's, never those it
+//! was saved with.
+
+use monty::{Dump, MontyRepl, Session, SessionRef};
+use serde_json::{Value, json};
+use toolcage_guest::session;
+
+use crate::script::{SCRIPT, tracker};
+
+/// How a run found its session.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Restored {
+    /// From what its last run saved.
+    Yes,
+    /// Nothing was saved under it (or it expired): it starts empty.
+    New,
+    /// What was saved could not be read back, for this reason: it starts
+    /// empty.
+    Lost(String),
+}
+
+/// The interpreter a run starts from.
+pub struct Opened {
+    /// `None`: a fresh one.
+    pub repl: Option<MontyRepl>,
+    pub restored: Restored,
+}
+
+impl Opened {
+    /// A run without a session.
+    pub fn fresh() -> Self {
+        Opened {
+            repl: None,
+            restored: Restored::New,
+        }
+    }
+}
+
+/// The session `name`, as its last run left it.
+pub fn open(name: &str) -> Opened {
+    let lost = |why: String| Opened {
+        repl: None,
+        restored: Restored::Lost(why),
+    };
+    let bytes = match session::load(name) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Opened::fresh(),
+        Err(why) => return lost(format!("the host could not read it: {why}")),
+    };
+    match Dump::load(&bytes).map(|dump| dump.state) {
+        Ok(Session::Idle(repl)) => {
+            let mut repl = *repl;
+            *repl.tracker_mut() = tracker();
+            Opened {
+                repl: Some(repl),
+                restored: Restored::Yes,
+            }
+        }
+        Ok(_) => lost("it was saved mid-run".to_string()),
+        Err(e) => lost(format!("this interpreter cannot read it ({e})")),
+    }
+}
+
+/// What became of a run's session.
+pub struct Kept {
+    pub name: String,
+    pub restored: Restored,
+    /// Its size, when it was saved; why not, when it was not.
+    pub saved: Result<usize, String>,
+}
+
+/// Saves `repl`, the interpreter a run of session `name` ended with.
+pub fn keep(name: &str, restored: Restored, repl: &MontyRepl) -> Kept {
+    let saved = match monty::dump(SCRIPT, None, SessionRef::Idle(repl)) {
+        Err(e) => Err(format!("its state could not be written ({e})")),
+        Ok(bytes) => session::save(name, &bytes).map(|()| bytes.len()),
+    };
+    Kept {
+        name: name.to_string(),
+        restored,
+        saved,
+    }
+}
+
+impl Kept {
+    /// What the model reads of it: nothing when all went well, else a line
+    /// saying what did not.
+    pub fn note(&self) -> Option<String> {
+        let name = &self.name;
+        let lost = match &self.restored {
+            Restored::Lost(why) => Some(format!(
+                "[session \"{name}\" could not be restored ({why}): this run started it empty.]"
+            )),
+            _ => None,
+        };
+        let unsaved = self.saved.as_ref().err().map(|why| {
+            format!("[session \"{name}\" was not saved: {why}. The next run of it starts from what was saved before this one.]")
+        });
+        let lines: Vec<String> = lost.into_iter().chain(unsaved).collect();
+        (!lines.is_empty()).then(|| lines.join("\n"))
+    }
+
+    /// It as the result's details say it.
+    pub fn details(&self) -> Value {
+        let restored = match &self.restored {
+            Restored::Yes => json!(true),
+            Restored::New => json!(false),
+            Restored::Lost(why) => json!({ "lost": why }),
+        };
+        match &self.saved {
+            Ok(bytes) => {
+                json!({ "name": self.name, "restored": restored, "saved": true, "bytes": bytes })
+            }
+            Err(why) => {
+                json!({ "name": self.name, "restored": restored, "saved": false, "why": why })
+            }
+        }
+    }
+}
