@@ -18,7 +18,10 @@
 //!   grep) and as one `run_code` script (1 turn), both for real. Counts the
 //!   bytes that reach the model: the definitions (Anthropic format), each
 //!   call's name and JSON arguments (or the script), and each result's
-//!   text `output`. Target: code mode at most 40% of direct's bytes.
+//!   text `output`. Target: code mode at most 40% of direct's bytes. The
+//!   same again over MCP 2026-07-28 (`McpServer` to rmcp's client in
+//!   process): the definitions as `tools/list` gives them, and every text
+//!   block of each result, as a client forwarding `content` shows them.
 //!
 //! Iterations are sized from a short probe so that each path takes a few
 //! seconds; the whole run stays well under two minutes. Nothing here is
@@ -37,8 +40,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolcage::agent::{self, Format, Permissions};
 use toolcage::code_mode::{self, CodeMode, RUN_CODE};
+use toolcage::mcp::McpServer;
 use toolcage::{CallResult, Mount, Registry};
 use toolcage_tests::bench::{Figures, measure};
+
+#[path = "support/mcp_client.rs"]
+mod mcp_client;
 
 /// Each measured path's share of the run, roughly.
 const BUDGET: Duration = Duration::from_secs(5);
@@ -99,7 +106,7 @@ fn main() {
     // Scripts limited to the chain's tools, so that `run_code` shows the
     // same three tools the direct path is given.
     let three = ["glob", "read_file", "grep"];
-    let narrowed = tokio.block_on(bundled(tree.path(), CodeMode::default().tools(three)));
+    let narrowed = Arc::new(tokio.block_on(bundled(tree.path(), CodeMode::default().tools(three))));
 
     let call = |tool: &'static str, arguments: Value| {
         let registry = registry.clone();
@@ -202,6 +209,7 @@ fn main() {
     );
 
     chain_bytes(&tokio, &registry, &narrowed, &expected);
+    tokio.block_on(mcp_chain_bytes(&registry, &narrowed));
     println!(
         "  chain wall time p50: direct {:.1} µs (3 phases), run_code {:.1} µs (1 call): {:.2}x",
         us(chain_direct.figures.p50),
@@ -547,6 +555,69 @@ fn chain_bytes(
     println!(
         "  (listing {} too, as `serve --code-mode-only` does, adds {} bytes to code mode)",
         helpers.1, helpers.0
+    );
+}
+
+/// The chain over MCP (2026-07-28, through `McpServer`): the bytes a model
+/// reads when its client forwards every text block of each result, beside
+/// the definitions `tools/list` gives and the calls, each way.
+async fn mcp_chain_bytes(registry: &Arc<Registry>, narrowed: &Arc<Registry>) {
+    let allow = || Permissions::allow_all();
+    let direct = mcp_client::connect(&McpServer::new(registry.clone()).permissions(allow())).await;
+    let code = mcp_client::connect(&McpServer::new(narrowed.clone()).permissions(allow())).await;
+    let definitions = |tools: Vec<rmcp::model::Tool>, keep: &[&str]| -> usize {
+        tools
+            .iter()
+            .filter(|tool| keep.contains(&tool.name.as_ref()))
+            .map(|tool| serde_json::to_string(tool).map_or(0, |text| text.len()))
+            .sum()
+    };
+    let direct_tools = direct.peer().list_all_tools().await.expect("tools/list");
+    let code_tools = code.peer().list_all_tools().await.expect("tools/list");
+    let direct_definitions = definitions(direct_tools, &["glob", "read_file", "grep"]);
+    let code_definitions = definitions(code_tools, &[RUN_CODE]);
+
+    let mut calls = 0;
+    let mut read = 0;
+    let mut exchange = async |tool: &str, arguments: Value| {
+        calls += tool.len() + arguments.to_string().len();
+        let result = mcp_client::call(&direct, tool, arguments).await;
+        assert_ne!(result.is_error, Some(true), "{tool}: {result:?}");
+        read += mcp_client::text_bytes(&result);
+        result
+    };
+    let glob = exchange("glob", json!({ "pattern": "**/*.txt", "path": WORKSPACE })).await;
+    let matches = glob.structured_content.expect("glob's details")["matches"].clone();
+    let paths: Vec<String> = serde_json::from_value(matches).expect("glob's matches");
+    for path in paths {
+        exchange("read_file", json!({ "path": path })).await;
+    }
+    exchange("grep", json!({ "pattern": "needle", "path": WORKSPACE })).await;
+    let direct_total = direct_definitions + calls + read;
+
+    let script = json!({ "code": CHAIN });
+    let code_call = RUN_CODE.len() + script.to_string().len();
+    let run = mcp_client::call(&code, RUN_CODE, script).await;
+    assert_ne!(run.is_error, Some(true), "{run:?}");
+    let code_read = mcp_client::text_bytes(&run);
+    let code_total = code_definitions + code_call + code_read;
+    println!(
+        "
+  over MCP 2026-07-28 (definitions from tools/list, every text block of each result):"
+    );
+    println!("  {:<58} {:>9} {:>9}", "", "direct", "code mode");
+    println!(
+        "  {:<58} {:>9} {:>9}",
+        "definitions", direct_definitions, code_definitions
+    );
+    println!("  {:<58} {:>9} {:>9}", "calls", calls, code_call);
+    println!("  {:<58} {:>9} {:>9}", "text blocks read", read, code_read);
+    println!("  {:<58} {:>9} {:>9}", "total", direct_total, code_total);
+    let ratio = code_total as f64 / direct_total as f64;
+    println!(
+        "  code mode / direct bytes over MCP: {:.1}%  (target <= 40%: {})",
+        ratio * 100.0,
+        met(ratio <= 0.4)
     );
 }
 

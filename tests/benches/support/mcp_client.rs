@@ -1,0 +1,111 @@
+//! An in-process MCP client of an [`McpServer`] for benches: rmcp's client
+//! on revision 2026-07-28 over an in-memory duplex, declaring elicitation
+//! (so that a question comes back as an input-required result), served by
+//! toolcage's rmcp handler as `serve` serves a connection. No pipe or
+//! socket: the figures are the server's protocol work and the calls.
+//! Each bench including it uses part of it.
+#![allow(dead_code)]
+
+use rmcp::RoleClient;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    ElicitationCapability, Implementation, InputResponses, ProtocolVersion,
+};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
+use serde_json::{Value, json};
+use toolcage::integration::rmcp::Handler;
+use toolcage::mcp::McpServer;
+
+/// A connected client.
+pub type Client = RunningService<RoleClient, ClientConfig>;
+
+/// A 2026-07-28 client of `server`, on the current runtime.
+pub async fn connect(server: &McpServer) -> Client {
+    let (ours, theirs) = tokio::io::duplex(4 << 20);
+    let handler = Handler::from(server.for_connection());
+    tokio::spawn(async move {
+        let running = rmcp::ServiceExt::serve(handler, tokio::io::split(theirs))
+            .await
+            .expect("the server side starts");
+        running.waiting().await.ok();
+    });
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.elicitation = Some(ElicitationCapability::new());
+    let config = ClientConfig::new(capabilities, Implementation::new("bench", "1"));
+    let modern = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    config
+        .serve_with_lifecycle(tokio::io::split(ours), modern)
+        .await
+        .expect("the client connects")
+}
+
+/// `tools/call` of `tool` with `arguments`, one round.
+pub async fn call_once(client: &Client, tool: &str, arguments: Value) -> CallToolResponse {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments are an object");
+    };
+    let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+    client
+        .peer()
+        .call_tool_once(params)
+        .await
+        .expect("answered")
+}
+
+/// `tools/call` of `tool` with `arguments` that completes in one round.
+pub async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
+    match call_once(client, tool, arguments).await {
+        CallToolResponse::Complete(result) => result,
+        other => panic!("{tool} did not complete: {other:?}"),
+    }
+}
+
+/// The call of `tool` with `arguments` up to its question, then its retry
+/// with a yes to each: the result, and the size of the state the client
+/// carried.
+pub async fn call_approving(
+    client: &Client,
+    tool: &str,
+    arguments: Value,
+) -> (CallToolResult, usize) {
+    let CallToolResponse::InputRequired(asked) = call_once(client, tool, arguments.clone()).await
+    else {
+        panic!("{tool} asked nothing");
+    };
+    let yes = json!({ "action": "accept", "content": { "approve": true } });
+    let answers: InputResponses = asked
+        .input_requests
+        .unwrap_or_default()
+        .into_keys()
+        .map(|key| (key, yes.clone()))
+        .collect();
+    let state = asked.request_state.unwrap_or_default();
+    let Value::Object(arguments) = arguments else {
+        unreachable!("checked above");
+    };
+    let params = CallToolRequestParams::new(tool.to_string())
+        .with_arguments(arguments)
+        .with_input_responses(answers)
+        .with_request_state(state.clone());
+    match client
+        .peer()
+        .call_tool_once(params)
+        .await
+        .expect("answered")
+    {
+        CallToolResponse::Complete(result) => (result, state.len()),
+        other => panic!("{tool}'s retry did not complete: {other:?}"),
+    }
+}
+
+/// The bytes of every text block of `result`: what a client forwarding
+/// `content` gives the model.
+pub fn text_bytes(result: &CallToolResult) -> usize {
+    result
+        .content
+        .iter()
+        .filter_map(|block| block.as_text().map(|text| text.text.len()))
+        .sum()
+}
