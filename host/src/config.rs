@@ -116,7 +116,7 @@ pub use error::ConfigError;
 pub use grants::NetworkConfig;
 pub use keys::Key as ConfigKey;
 pub use secrets::SecretSource;
-pub use state::StateConfig;
+pub use state::{RedisConfig, StateBackend, StateConfig, StateError};
 
 use components::components;
 use distribution::{oci, tools, trust};
@@ -244,10 +244,10 @@ impl Config {
             network: network(&raw.network, "network", Some(&resolve), &secrets)?,
             components: components(&raw.components, &secrets, &resolve)?,
             mcp_servers: mcp_servers(&raw.mcp_servers, &secrets, &resolve)?,
+            state: state(&raw.state, &resolve, &secrets)?,
             secrets,
             code_mode: code_mode(&raw.code_mode)?,
             sessions: sessions(&raw.code_mode)?,
-            state: state(&raw.state, &resolve)?,
             permissions: Permissions::from_rules("allow", raw.permissions)
                 .map_err(ConfigError::Permissions)?,
         })

@@ -83,7 +83,7 @@ pub use catalog::table::ToolInfo;
 pub use catalog::watch::{WatchOptions, Watcher};
 pub use config::{
     CONFIG_FILE_NAME, ComponentConfig, Config, ConfigError, ConfigKey, NetworkConfig, OciConfig,
-    SecretSource, StateConfig, TrustConfig, TrustKeyConfig,
+    RedisConfig, SecretSource, StateBackend, StateConfig, StateError, TrustConfig, TrustKeyConfig,
 };
 pub use sandbox::cache::{DEFAULT_DISK_CACHE_BYTES, OwnedDirError};
 pub use sandbox::content::MAX_COMPONENT_BYTES;

@@ -3,14 +3,18 @@
 //! older revisions, its life cycle (graceful shutdown, stateless replicas),
 //! hot reload and telemetry (OTLP traces and metrics to a loopback
 //! collector, /metrics scraped by a real Prometheus); scale-out behind a real
-//! nginx (`deploy/nginx.conf`; Debian's, fetched into target/nginx) and 1,000 concurrent calls on one server; and
+//! nginx (`deploy/nginx.conf`; Debian's, fetched into target/nginx) and 1,000 concurrent calls on one server;
+//! replicas sharing paused runs and sessions in a real Redis (Debian's,
+//! fetched into target/redis-server); and
 //! `definitions` and `run-calls` checked against the types of the official
 //! `openai`, `anthropic` and `mcp` SDKs (`tests/clients/`, run with pytest in
 //! the venv that `clients_python` installs).
 
 use std::process::Command;
 
-use toolcage_tests::{clients_python, docker_registry, guests, nginx, prometheus, toolcage_bin};
+use toolcage_tests::{
+    clients_python, docker_registry, guests, nginx, prometheus, redis_server, toolcage_bin,
+};
 
 #[test]
 fn python_client_sdks() {
@@ -49,6 +53,8 @@ fn python_client_sdks() {
         .env("TOOLCAGE_PROMETHEUS", prometheus())
         // test_scale.py: the nginx in front of the replicas.
         .env("TOOLCAGE_NGINX", nginx())
+        // test_shared_state.py: the Redis the replicas share.
+        .env("TOOLCAGE_REDIS", redis_server())
         .env_remove("RUST_LOG")
         .output()
         .expect("pytest runs");

@@ -23,6 +23,7 @@ mod script_guests;
 mod secrets;
 mod settings;
 mod shape;
+mod shared_state;
 mod stress;
 mod telemetry;
 mod toolset;

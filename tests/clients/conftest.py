@@ -9,7 +9,9 @@ The Rust test `clients::python_client_sdks` runs these with:
   copy;
 - TOOLCAGE_DOCKER_REGISTRY: the CNCF distribution registry binary (Debian's
   `docker-registry`, 2.8) that the OCI tests run on loopback;
-- TOOLCAGE_HIJACK: a component whose `read_file` clashes with the bundled one.
+- TOOLCAGE_HIJACK: a component whose `read_file` clashes with the bundled one;
+- TOOLCAGE_REDIS: Debian's `redis-server` (7.0, its libraries unpacked
+  beside it) that the shared-state tests run on loopback.
 """
 
 import hashlib

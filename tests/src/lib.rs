@@ -297,6 +297,7 @@ pub fn docker_registry() -> PathBuf {
             binary: "usr/bin/docker-registry",
             variable: "TOOLCAGE_DOCKER_REGISTRY",
             purpose: "the OCI tests",
+            with: &[],
         })
     });
     REGISTRY.clone()
@@ -315,6 +316,7 @@ pub fn prometheus() -> PathBuf {
             binary: "usr/bin/prometheus",
             variable: "TOOLCAGE_PROMETHEUS",
             purpose: "the telemetry tests",
+            with: &[],
         })
     });
     PROMETHEUS.clone()
@@ -335,6 +337,7 @@ pub fn nginx() -> PathBuf {
             binary: "usr/sbin/nginx",
             variable: "TOOLCAGE_NGINX",
             purpose: "the scale-out tests",
+            with: &[],
         })
     });
     NGINX.clone()
@@ -352,9 +355,130 @@ pub fn bubblewrap() -> PathBuf {
             binary: "usr/bin/bwrap",
             variable: "TOOLCAGE_BWRAP",
             purpose: "the upstream confinement tests",
+            with: &[],
         })
     });
     BWRAP.clone()
+}
+
+/// Debian's `redis-server` (7.0), which the shared-state tests keep state
+/// in: `$TOOLCAGE_REDIS` when set, else
+/// `target/redis-server/usr/bin/redis-server`, fetched and unpacked there
+/// on first use with `redis-tools` (whose program it is) and its
+/// libraries, never installed as a service nor the system's own.
+pub fn redis_server() -> PathBuf {
+    static REDIS: LazyLock<PathBuf> = LazyLock::new(|| {
+        debian_binary(&DebianBinary {
+            package: "redis-server",
+            binary: "usr/bin/redis-server",
+            variable: "TOOLCAGE_REDIS",
+            purpose: "the shared-state tests",
+            with: &["redis-tools", "libjemalloc2", "liblzf1"],
+        })
+    });
+    REDIS.clone()
+}
+
+/// A Redis of one test's own on 127.0.0.1: a fresh port, nothing saved to
+/// disk, a password; killed when dropped.
+pub struct Redis {
+    child: Option<std::process::Child>,
+    /// Its port.
+    pub port: u16,
+    /// Its password.
+    pub password: String,
+}
+
+impl Redis {
+    /// Starts one, and waits until it answers.
+    pub fn start() -> Redis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let mut redis = Redis {
+            child: None,
+            port,
+            password: "redis-test-password-4c1d".to_string(),
+        };
+        redis.run();
+        redis
+    }
+
+    /// Its URL, without the password.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    /// Kills it (SIGKILL): what it held is gone.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().ok();
+            child.wait().ok();
+        }
+    }
+
+    /// Starts it again on its port, empty.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.run();
+    }
+
+    fn run(&mut self) {
+        let binary = redis_server();
+        let libraries = binary
+            .parent()
+            .and_then(Path::parent)
+            .map(|usr| usr.join("lib/x86_64-linux-gnu"));
+        let mut command = Command::new(&binary);
+        command
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(["--requirepass", &self.password])
+            .stdout(std::process::Stdio::null());
+        if let Some(libraries) = libraries.filter(|dir| dir.is_dir()) {
+            command.env("LD_LIBRARY_PATH", libraries);
+        }
+        self.child = Some(command.spawn().expect("redis-server starts"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !self.answers() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "redis-server did not answer within 10 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Whether it answers `AUTH` and `PING`.
+    fn answers(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let asked = format!("AUTH {}\r\nPING\r\n", self.password);
+        if stream.write_all(asked.as_bytes()).is_err() {
+            return false;
+        }
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(1)))
+            .ok();
+        let mut answer = [0u8; 64];
+        let mut read = 0;
+        while read < 12 {
+            match stream.read(&mut answer[read..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => read += n,
+            }
+        }
+        answer[..read].starts_with(b"+OK\r\n+PONG")
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 /// A program the client tests run from a Debian package, unpacked into
@@ -368,6 +492,9 @@ struct DebianBinary {
     variable: &'static str,
     /// Who needs it, for the error messages.
     purpose: &'static str,
+    /// The packages it needs beside its own (its shared libraries),
+    /// unpacked into the same directory.
+    with: &'static [&'static str],
 }
 
 /// The program `wanted` describes: `$variable` when set, else
@@ -410,6 +537,7 @@ fn fetch_debian_package(wanted: &DebianBinary, target: &Path, root: &Path) {
         binary,
         variable,
         purpose,
+        with,
     } = wanted;
     let how = format!(
         "apt-get download {package} && dpkg-deb -x {package}_*.deb DIR, \
@@ -423,6 +551,7 @@ fn fetch_debian_package(wanted: &DebianBinary, target: &Path, root: &Path) {
     let download = || {
         Command::new("apt-get")
             .args(["download", "-qq", package])
+            .args(with.iter())
             .current_dir(scratch.path())
             .status()
             .is_ok_and(|status| status.success())
@@ -451,27 +580,29 @@ fn fetch_debian_package(wanted: &DebianBinary, target: &Path, root: &Path) {
             if updated { "ok" } else { "failed" }
         );
     }
-    let deb = std::fs::read_dir(scratch.path())
+    let debs: Vec<PathBuf> = std::fs::read_dir(scratch.path())
         .expect("read the scratch directory")
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .find(|path| path.extension().is_some_and(|ext| ext == "deb"))
-        .unwrap_or_else(|| panic!("apt-get download left no .deb; fetch it by hand: {how}"));
+        .filter(|path| path.extension().is_some_and(|ext| ext == "deb"))
+        .collect();
+    assert!(
+        !debs.is_empty(),
+        "apt-get download left no .deb; fetch it by hand: {how}"
+    );
     let unpacked = scratch.path().join("root");
-    let status = Command::new("dpkg-deb")
-        .arg("-x")
-        .arg(&deb)
-        .arg(&unpacked)
-        .status();
-    assert!(
-        status.as_ref().is_ok_and(|s| s.success()),
-        "dpkg-deb -x {} failed ({status:?}); fetch it by hand: {how}",
-        deb.display()
-    );
-    assert!(
-        unpacked.join(binary).is_file(),
-        "{} has no {binary}",
-        deb.display()
-    );
+    for deb in &debs {
+        let status = Command::new("dpkg-deb")
+            .arg("-x")
+            .arg(deb)
+            .arg(&unpacked)
+            .status();
+        assert!(
+            status.as_ref().is_ok_and(|s| s.success()),
+            "dpkg-deb -x {} failed ({status:?}); fetch it by hand: {how}",
+            deb.display()
+        );
+    }
+    assert!(unpacked.join(binary).is_file(), "{debs:?} hold no {binary}");
     // Another test process may have won the race: its copy is as good.
     if let Err(error) = std::fs::rename(&unpacked, root) {
         assert!(

@@ -305,7 +305,7 @@ const CODE_MODE: [Key; 6] = [
         "how long a session lasts unused, in milliseconds",
     ),
 ];
-const STATE: [Key; 4] = [
+const STATE: [Key; 10] = [
     key(
         "state.key_file",
         "none",
@@ -325,6 +325,36 @@ const STATE: [Key; 4] = [
         "state.store_mib",
         "64",
         "what the server's state store holds in memory, in MiB",
+    ),
+    key(
+        "state.backend",
+        "\"memory\"",
+        "where the state store is: \"memory\" (this process's) or \"redis\" (shared by replicas)",
+    ),
+    key(
+        "state.url",
+        "none",
+        "Redis's address, redis://host:port/db or rediss:// for TLS (backend = \"redis\")",
+    ),
+    key(
+        "state.password_secret",
+        "none",
+        "the [secrets] entry holding Redis's password",
+    ),
+    key(
+        "state.prefix",
+        "\"toolcage:\"",
+        "what every Redis key begins with: one per deployment",
+    ),
+    key(
+        "state.timeout_ms",
+        "1000",
+        "how long connecting to Redis and each command may take, in milliseconds",
+    ),
+    key(
+        "state.required",
+        "true",
+        "whether serve stops (exit 2) when Redis cannot be reached at start; false serves with a store of its own, saying so",
     ),
 ];
 const MCP_SERVERS_SANDBOX: [Key; 2] = [

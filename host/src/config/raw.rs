@@ -75,6 +75,12 @@ pub(super) struct RawState {
     pub(super) expiry_ms: Option<u64>,
     pub(super) inline_kib: Option<u64>,
     pub(super) store_mib: Option<u64>,
+    pub(super) backend: Option<String>,
+    pub(super) url: Option<String>,
+    pub(super) prefix: Option<String>,
+    pub(super) timeout_ms: Option<u64>,
+    pub(super) password_secret: Option<String>,
+    pub(super) required: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]

@@ -188,7 +188,8 @@ fn state_parses_resolves_its_key_file_and_refuses_bad_values() {
     assert_eq!(state.expiry, std::time::Duration::from_millis(1500));
     assert_eq!((state.inline_bytes, state.store_bytes), (0, 2 << 20));
     // The key file is read when the options are made, and must hold a key.
-    let error = state.options().err().unwrap().to_string();
+    let options = futures::executor::block_on(state.options(&Default::default()));
+    let error = options.err().unwrap().to_string();
     assert!(
         error.contains("/etc/toolcage/state.key could not be read"),
         "{error}"
@@ -226,6 +227,53 @@ fn code_mode_parses_and_refuses_bad_values() {
     assert!(error.contains("code_mode.print_kib"), "{error}");
     let error = parse("[code_mode]\nlanguage = \"js\"").unwrap_err();
     assert!(error.contains("language"), "{error}");
+}
+
+#[test]
+fn a_redis_backend_parses_and_refuses_what_it_cannot_use() {
+    use super::{RedisConfig, StateBackend};
+    let text = "[secrets.REDIS]\nenv = \"REDIS_PASSWORD\"\n[state]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:6380/1\"\npassword_secret = \"REDIS\"\nprefix = \"prod:\"\ntimeout_ms = 250\nrequired = false";
+    assert_eq!(
+        parse(text).unwrap().state.backend,
+        StateBackend::Redis(RedisConfig {
+            url: "redis://127.0.0.1:6380/1".into(),
+            password_secret: Some("REDIS".into()),
+            prefix: "prod:".into(),
+            timeout: std::time::Duration::from_millis(250),
+            required: false,
+        })
+    );
+    let plain = parse("[state]\nbackend = \"redis\"\nurl = \"rediss://r:6379\"").unwrap();
+    let StateBackend::Redis(redis) = plain.state.backend else {
+        panic!("redis")
+    };
+    assert_eq!((redis.prefix.as_str(), redis.required), ("toolcage:", true));
+    for (text, key, says) in [
+        ("backend = \"etcd\"", "state.backend", "not a backend"),
+        ("backend = \"redis\"", "state.url", "is needed"),
+        (
+            "backend = \"redis\"\nurl = \"http://r\"",
+            "state.url",
+            "redis://",
+        ),
+        ("url = \"redis://r\"", "state.url", "backend = \"redis\""),
+        (
+            "backend = \"redis\"\nurl = \"redis://r\"\npassword_secret = \"NO\"",
+            "state.password_secret",
+            "[secrets.NO]",
+        ),
+        (
+            "backend = \"redis\"\nurl = \"redis://r\"\ntimeout_ms = 0",
+            "state.timeout_ms",
+            "greater than 0",
+        ),
+    ] {
+        let error = parse(&format!("[state]\n{text}")).unwrap_err();
+        assert!(
+            error.contains(key) && error.contains(says),
+            "{text}: {error}"
+        );
+    }
 }
 
 #[test]

@@ -11,6 +11,8 @@
 //! bounded in bytes, so no client can fill the host's memory with pauses.
 
 mod memory;
+#[cfg(feature = "redis")]
+pub mod redis;
 pub mod seal;
 pub mod session;
 
@@ -19,8 +21,15 @@ use std::pin::Pin;
 use std::time::Duration;
 
 pub use memory::{DEFAULT_STORE_BYTES, MemoryStore};
+#[cfg(feature = "redis")]
+pub use redis::{RedisOptions, RedisStore};
 pub use seal::{Sealer, StateOptions};
 pub use session::{ScriptSessions, SessionLimits, SessionScope};
+
+/// How long a Redis command may take by default: 1 s.
+pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_secs(1);
+/// What every Redis key begins with by default.
+pub const DEFAULT_REDIS_PREFIX: &str = "toolcage:";
 
 /// What a [`StateStore`] answers, later.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -62,4 +71,27 @@ pub enum StoreError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+}
+
+impl StoreError {
+    /// `what` failed with `source`.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn failed(
+        what: &str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreError::Failed {
+            message: format!("{what}: {source}"),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// `what` did not answer within `after`.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn timeout(what: &str, after: Duration) -> Self {
+        StoreError::Failed {
+            message: format!("{what} did not answer within {} ms", after.as_millis()),
+            source: None,
+        }
+    }
 }

@@ -56,7 +56,11 @@ impl Serve {
         server = server.code_mode_only(self.code_mode_only);
         // Read once: a reload keeps the key and the store, so that the
         // runs paused before it go on after it, and the sessions with them.
-        server = server.state(config.state.options()?);
+        let (state, local) = config.state.options(&config.secrets).await?;
+        if let Some(why) = local {
+            say(&why);
+        }
+        server = server.state(state);
         server = server.script_sessions(config.sessions);
         if let Some(telemetry) = &self.telemetry {
             server = server.telemetry(telemetry.clone());
