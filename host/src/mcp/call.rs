@@ -31,9 +31,19 @@ use crate::catalog::interpreter::RUN_CODE;
 use crate::catalog::permissions::{Approver, Permission};
 use crate::catalog::registry::Registry;
 use crate::sandbox::outcome::{CancelToken, ErrorKind, GuestEvent};
-use crate::state::Sealer;
+use crate::state::{Sealer, SessionScope};
 #[cfg(feature = "otel")]
 use crate::telemetry::{CallOrigin, Telemetry};
+
+/// How a result with (or without) an output schema carries its structured
+/// content: `run_code`'s alone, so the model reads its result once.
+fn structured(has_schema: bool, tool: &str) -> mapping::Structured {
+    match (has_schema, tool) {
+        (false, _) => mapping::Structured::No,
+        (true, RUN_CODE) => mapping::Structured::Alone,
+        (true, _) => mapping::Structured::WithText,
+    }
+}
 
 /// What a call resumed inside its task runs under: the task's.
 struct Resumed {
@@ -128,11 +138,7 @@ impl McpServer {
         let Some(info) = call.info() else {
             return Err(self.unknown_tool(registry, call.name()));
         };
-        let structured = match (info.descriptor.output_schema.is_some(), call.name()) {
-            (false, _) => mapping::Structured::No,
-            (true, RUN_CODE) => mapping::Structured::Alone,
-            (true, _) => mapping::Structured::WithText,
-        };
+        let structured = structured(info.descriptor.output_schema.is_some(), call.name());
         let _running = self.in_flight.start();
         let (cancel, promoted, in_task) = match resumed {
             Some(Resumed { cancel, promoted }) => (cancel, promoted, true),
@@ -162,13 +168,8 @@ impl McpServer {
         if let Some(round) = &round {
             options = options.replay(round.clone());
         }
-        let caller = match (&context.session, &context.http) {
-            (Some(session), _) => Some(approval::caller(session, &self.state)),
-            (None, Some(parts)) => Some(approval::http_caller(parts)),
-            (None, None) => None,
-        };
-        if let Some((sessions, caller)) = self.script_sessions.as_ref().zip(caller) {
-            options = options.sessions(sessions.of(caller));
+        if let Some(sessions) = self.sessions_of(&context) {
+            options = options.sessions(sessions);
         }
         // An upstream server's question: asked while the call waits, or
         // (2026-07-28) put in the round, which stops the call and asks.
@@ -223,6 +224,16 @@ impl McpServer {
             }
             None => work.await,
         }
+    }
+
+    /// Code mode's sessions of the caller of `context`'s request.
+    fn sessions_of(&self, context: &CallContext) -> Option<SessionScope> {
+        let caller = match (&context.session, &context.http) {
+            (Some(session), _) => approval::caller(session, &self.state),
+            (None, Some(parts)) => approval::http_caller(parts),
+            (None, None) => return None,
+        };
+        Some(self.script_sessions.as_ref()?.of(caller))
     }
 
     /// How a task of `request` (with `arguments`) that stopped to ask goes

@@ -63,6 +63,7 @@ const RUST_SDK: &str = include_str!("../../../../guest-tools/sdk/src/lib.rs");
 const RUST_SDK_CONFIG: &str = include_str!("../../../../guest-tools/sdk/src/config.rs");
 const RUST_SDK_HTTP: &str = include_str!("../../../../guest-tools/sdk/src/http.rs");
 const RUST_SDK_TOOLS: &str = include_str!("../../../../guest-tools/sdk/src/tools.rs");
+const RUST_SDK_SESSION: &str = include_str!("../../../../guest-tools/sdk/src/session.rs");
 const PYTHON_SDK: &str = include_str!("../../../../guest-tools/python/toolcage.py");
 const JS_SDK: &str = include_str!("../../../../guest-tools/js/toolcage.js");
 const PYTHON_REQUIREMENTS: &str = include_str!("../../../../guest-tools/python/requirements.txt");
@@ -165,6 +166,10 @@ fn project(name: &str, lang: Lang) -> Project {
                 ("toolcage-guest/src/config.rs", RUST_SDK_CONFIG.to_string()),
                 ("toolcage-guest/src/http.rs", RUST_SDK_HTTP.to_string()),
                 ("toolcage-guest/src/tools.rs", RUST_SDK_TOOLS.to_string()),
+                (
+                    "toolcage-guest/src/session.rs",
+                    RUST_SDK_SESSION.to_string(),
+                ),
             ]);
             (
                 format!("(cd {name} && cargo build --release --target wasm32-wasip2)"),
