@@ -33,7 +33,7 @@ pub const DESCRIPTION: &str = "Runs a Python script that calls tools as function
 Language: Monty, a subset of Python 3 (functions, loops, comprehensions, f-strings, try/except; modules asyncio, json, re, math, datetime, collections, itertools, functools, typing, dataclasses). No class inheritance, no other modules, no files, network or environment: only the tools below reach the world, each under its own permissions.\n\
 Tools are async and take keyword arguments: `r = await read_file(path=\"/a.txt\")`; `await asyncio.gather(...)` runs several at once. A failed call raises PermissionError (refused), ValueError (invalid arguments), NameError (no such tool), TimeoutError or RuntimeError (the tool failed, its kind in brackets). `await search_tools(query)` and `await describe_tool(name)` look tools up.\n\
 End with an expression: its value is the result.\n\
-Runs are independent unless they name a `session`: then the globals one run leaves (variables, functions) are there in the next run of that session, so load data once and query it in later runs. A session is yours alone, holds at most a few MiB, and lapses after a while unused; a run that is not saved says why.";
+Name a `session` to keep a run's globals for the next run of that name (yours alone, bounded, lapsing when idle).";
 
 /// The longest session name.
 const MAX_SESSION_NAME: usize = 64;
@@ -62,7 +62,7 @@ impl Tool for RunCode {
                     },
                     "session": {
                         "type": "string",
-                        "description": "A name of your choice: this run starts from the globals the last run with this name left, and leaves its own for the next. Omit it for a run of its own.",
+                        "description": "Starts from the globals the last run of this name left, and keeps this run's for the next. Omit for a run of its own.",
                         "pattern": "^[A-Za-z0-9_.-]+$",
                         "minLength": 1,
                         "maxLength": MAX_SESSION_NAME
@@ -86,7 +86,7 @@ impl Tool for RunCode {
                     },
                     "session": {
                         "type": "object",
-                        "description": "The run's session, when it named one: whether it was restored and saved, its size, or why not."
+                        "description": "Whether the session was restored and saved, or why not."
                     }
                 },
                 "required": ["calls"]

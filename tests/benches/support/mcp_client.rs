@@ -9,7 +9,7 @@
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    ElicitationCapability, Implementation, InputResponses, ProtocolVersion,
+    ElicitationCapability, Implementation, InputRequiredResult, InputResponses, ProtocolVersion,
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use serde_json::{Value, json};
@@ -74,6 +74,18 @@ pub async fn call_approving(
     else {
         panic!("{tool} asked nothing");
     };
+    let carried = asked.request_state.as_ref().map_or(0, String::len);
+    (approve(client, tool, arguments, asked).await, carried)
+}
+
+/// The retry of the call of `tool` with `arguments` that `asked`, with a
+/// yes to each question and the state it carried.
+pub async fn approve(
+    client: &Client,
+    tool: &str,
+    arguments: Value,
+    asked: InputRequiredResult,
+) -> CallToolResult {
     let yes = json!({ "action": "accept", "content": { "approve": true } });
     let answers: InputResponses = asked
         .input_requests
@@ -81,21 +93,20 @@ pub async fn call_approving(
         .into_keys()
         .map(|key| (key, yes.clone()))
         .collect();
-    let state = asked.request_state.unwrap_or_default();
     let Value::Object(arguments) = arguments else {
-        unreachable!("checked above");
+        panic!("arguments are an object");
     };
     let params = CallToolRequestParams::new(tool.to_string())
         .with_arguments(arguments)
         .with_input_responses(answers)
-        .with_request_state(state.clone());
+        .with_request_state(asked.request_state.unwrap_or_default());
     match client
         .peer()
         .call_tool_once(params)
         .await
         .expect("answered")
     {
-        CallToolResponse::Complete(result) => (result, state.len()),
+        CallToolResponse::Complete(result) => result,
         other => panic!("{tool}'s retry did not complete: {other:?}"),
     }
 }
