@@ -26,6 +26,16 @@ pub enum StateBackend {
     Redis(RedisConfig),
 }
 
+impl StateBackend {
+    /// Its name in `backend`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StateBackend::Memory => "memory",
+            StateBackend::Redis(_) => "redis",
+        }
+    }
+}
+
 /// `[state]`'s Redis. Default: no password, keys prefixed `toolcage:`, 1 s
 /// per command, required.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,15 +98,9 @@ impl Default for StateConfig {
 }
 
 impl StateConfig {
-    /// The sealing options it says, with its key file read and its store
-    /// reached (the Redis password read from `secrets`); and, when Redis
-    /// could not be reached but is not required, why the store is this
-    /// process's own.
-    pub async fn options(
-        &self,
-        secrets: &BTreeMap<String, SecretSource>,
-    ) -> Result<(StateOptions, Option<String>), StateError> {
-        let (store, fallback) = self.store(secrets).await?;
+    /// The sealing options it says over `store` (from [`Self::store`]),
+    /// with its key file read.
+    pub fn options(&self, store: Arc<dyn StateStore>) -> Result<StateOptions, StateError> {
         let mut options = StateOptions::new()
             .expiry(self.expiry)
             .inline_bytes(self.inline_bytes)
@@ -104,10 +108,15 @@ impl StateConfig {
         if let Some(path) = &self.key_file {
             options = options.key_file(path)?;
         }
-        Ok((options, fallback))
+        Ok(options)
     }
 
-    async fn store(
+    /// The store it names, reached (the Redis password read from
+    /// `secrets`); and, when Redis could not be reached but is not
+    /// required, why the store is this process's own. The store is shared
+    /// with other replicas when the backend is Redis and no reason is
+    /// given.
+    pub async fn store(
         &self,
         secrets: &BTreeMap<String, SecretSource>,
     ) -> Result<(Arc<dyn StateStore>, Option<String>), StateError> {

@@ -188,8 +188,8 @@ fn state_parses_resolves_its_key_file_and_refuses_bad_values() {
     assert_eq!(state.expiry, std::time::Duration::from_millis(1500));
     assert_eq!((state.inline_bytes, state.store_bytes), (0, 2 << 20));
     // The key file is read when the options are made, and must hold a key.
-    let options = futures::executor::block_on(state.options(&Default::default()));
-    let error = options.err().unwrap().to_string();
+    let (store, _) = futures::executor::block_on(state.store(&Default::default())).unwrap();
+    let error = state.options(store).err().unwrap().to_string();
     assert!(
         error.contains("/etc/toolcage/state.key could not be read"),
         "{error}"

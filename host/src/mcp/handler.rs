@@ -203,7 +203,8 @@ impl ServerHandler for Handler {
     ) -> Result<GetTaskResult, McpError> {
         let task = self
             .served_tasks()?
-            .get(&request.task_id, tasks::owner(&context))?;
+            .get(&request.task_id, tasks::owner(&context))
+            .await?;
         Ok(GetTaskResult::new(task))
     }
 
@@ -215,6 +216,7 @@ impl ServerHandler for Handler {
         let owner = tasks::owner(&context);
         self.served_tasks()?
             .update(&request.task_id, owner, request.input_responses)
+            .await
     }
 
     async fn cancel_task(
@@ -224,6 +226,7 @@ impl ServerHandler for Handler {
     ) -> Result<(), McpError> {
         self.served_tasks()?
             .cancel(&request.task_id, tasks::owner(&context))
+            .await
     }
 
     async fn call_tool(

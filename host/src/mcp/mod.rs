@@ -129,6 +129,9 @@ pub struct McpServer {
     keep_alive: Option<Duration>,
     /// The tasks made for long calls; `None`: no tasks.
     tasks: Option<tasks::Tasks>,
+    /// The same, for the gauge of tasks by status to read whichever tasks
+    /// the server has when metrics are collected.
+    counted_tasks: Arc<Mutex<Option<tasks::Tasks>>>,
     /// Whether `tools/list` shows only code mode's tools.
     code_mode_only: bool,
     /// Seals the state a paused run's client carries.
@@ -163,7 +166,8 @@ impl McpServer {
             log_level: Arc::default(),
             sessions: Peers::default(),
             keep_alive: Some(DEFAULT_KEEP_ALIVE),
-            tasks: Some(tasks::Tasks::new(TaskOptions::default())),
+            tasks: None,
+            counted_tasks: Arc::default(),
             code_mode_only: false,
             state: Arc::default(),
             session_limits: Some(SessionLimits::default()),
@@ -172,6 +176,7 @@ impl McpServer {
             telemetry: None,
         }
         .with_sessions()
+        .tasks(Some(TaskOptions::default()))
     }
 
     /// Code mode's sessions as the limits say, in the state's store.
@@ -223,6 +228,7 @@ impl McpServer {
     /// [`TaskOptions::default`]. See [`tasks`] for the bounds.
     pub fn tasks(mut self, options: Option<TaskOptions>) -> Self {
         self.tasks = options.map(tasks::Tasks::new);
+        *self.counted_tasks.lock().unwrap_or_else(|e| e.into_inner()) = self.tasks.clone();
         self
     }
 
@@ -232,6 +238,13 @@ impl McpServer {
     /// Default: none.
     #[cfg(feature = "otel")]
     pub fn telemetry(mut self, telemetry: Telemetry) -> Self {
+        let counted = self.counted_tasks.clone();
+        telemetry.observe_tasks(move || {
+            let tasks = counted.lock().unwrap_or_else(|e| e.into_inner());
+            tasks
+                .as_ref()
+                .map_or_else(Vec::new, |tasks| tasks.counts().to_vec())
+        });
         self.telemetry = Some(telemetry);
         self
     }

@@ -35,6 +35,7 @@
 mod calls;
 mod otlp;
 mod prometheus;
+mod store;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -315,6 +316,42 @@ impl Telemetry {
             .with_unit("{file}")
             .with_description("Component files a load or reload rejected.")
             .with_callback(move |counter| counter.observe(rejected.rejected_files(), &[]))
+            .build();
+    }
+
+    /// `store` with each of its operations measured
+    /// (`toolcage.state.operation.duration`, `toolcage.state.errors`, by
+    /// operation and `backend`); `store` itself when no metrics are kept.
+    pub fn metered_store(
+        &self,
+        store: Arc<dyn crate::state::StateStore>,
+        backend: &'static str,
+    ) -> Arc<dyn crate::state::StateStore> {
+        match &self.inner.metrics {
+            Some(metrics) => Arc::new(store::MeteredStore::new(store, backend, &metrics.meter)),
+            None => store,
+        }
+    }
+
+    /// Reports, as a gauge (`toolcage.tasks`, by `toolcage.task.status`),
+    /// how many tasks this server holds in each state, as `counts` says.
+    pub(crate) fn observe_tasks(
+        &self,
+        counts: impl Fn() -> Vec<(&'static str, u64)> + Send + Sync + 'static,
+    ) {
+        let Some(metrics) = &self.inner.metrics else {
+            return;
+        };
+        metrics
+            .meter
+            .u64_observable_gauge("toolcage.tasks")
+            .with_unit("{task}")
+            .with_description("Tasks this server holds, by status.")
+            .with_callback(move |gauge| {
+                for (status, count) in counts() {
+                    gauge.observe(count, &[KeyValue::new("toolcage.task.status", status)]);
+                }
+            })
             .build();
     }
 

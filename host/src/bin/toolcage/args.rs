@@ -305,11 +305,19 @@ pub enum Command {
         /// balancer to route tasks/* to this replica (deploy/nginx.conf).
         #[arg(long, value_name = "NAME")]
         task_route: Option<String>,
+        /// With [state] backend = "redis", tasks are kept in Redis, and a
+        /// replica rewrites its running tasks' records every N
+        /// milliseconds (and takes the cancellations and answers other
+        /// replicas received); one silent for 5 beats is taken for dead,
+        /// its running tasks failed. Default: 1000.
+        #[arg(long, value_name = "N")]
+        task_heartbeat_ms: Option<u64>,
         /// Never answer with a task: offer no tasks extension. It cannot be
-        /// given with --task-after-ms, --task-ttl-s or --task-route: those
+        /// given with --task-after-ms, --task-ttl-s, --task-route or
+        /// --task-heartbeat-ms: those
         /// set how tasks are made and kept, and with --no-tasks none are,
         /// so giving both is refused rather than one silently ignored.
-        #[arg(long, conflicts_with_all = ["task_after_ms", "task_ttl_s", "task_route"])]
+        #[arg(long, conflicts_with_all = ["task_after_ms", "task_ttl_s", "task_route", "task_heartbeat_ms"])]
         no_tasks: bool,
         /// List only code mode's tools (run_code, search_tools,
         /// describe_tool): the model reaches the others through scripts,

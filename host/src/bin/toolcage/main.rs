@@ -204,6 +204,7 @@ async fn serve(
         task_after_ms,
         task_ttl_s,
         task_route,
+        task_heartbeat_ms,
         no_tasks,
         code_mode_only,
         metrics,
@@ -255,7 +256,12 @@ async fn serve(
         keep_alive_ms: *keep_alive_ms,
         tasks: match no_tasks {
             true => None,
-            false => Some(task_options(*task_after_ms, *task_ttl_s, task_route)?),
+            false => Some(task_options(
+                *task_after_ms,
+                *task_ttl_s,
+                task_route,
+                *task_heartbeat_ms,
+            )?),
         },
         code_mode_only: *code_mode_only,
         telemetry: telemetry.clone(),
@@ -791,11 +797,13 @@ fn call_arguments(args: Option<&str>, pairs: &[String]) -> anyhow::Result<String
     }
 }
 
-/// `--task-after-ms`, `--task-ttl-s` and `--task-route` as task options.
+/// `--task-after-ms`, `--task-ttl-s`, `--task-route` and
+/// `--task-heartbeat-ms` as task options.
 fn task_options(
     after_ms: Option<u64>,
     ttl_s: Option<u64>,
     route: &Option<String>,
+    heartbeat_ms: Option<u64>,
 ) -> anyhow::Result<toolcage::mcp::TaskOptions> {
     let mut options = toolcage::mcp::TaskOptions::default();
     if let Some(ms) = after_ms {
@@ -806,6 +814,9 @@ fn task_options(
     }
     if let Some(route) = route {
         options = options.route(route)?;
+    }
+    if let Some(ms) = positive(heartbeat_ms, "--task-heartbeat-ms")? {
+        options = options.heartbeat(Duration::from_millis(ms));
     }
     Ok(options)
 }

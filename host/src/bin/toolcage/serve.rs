@@ -12,7 +12,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use toolcage::mcp::http::HttpOptions;
 use toolcage::mcp::{Listener, McpServer, Shutdown};
 use toolcage::telemetry::Telemetry;
-use toolcage::{Config, LiveRegistry, ReloadReport, WatchOptions};
+use toolcage::{Config, LiveRegistry, ReloadReport, StateBackend, WatchOptions};
 
 use crate::say;
 
@@ -52,15 +52,24 @@ impl Serve {
         if let Some(ms) = self.keep_alive_ms {
             server = server.keep_alive(Some(std::time::Duration::from_millis(ms)));
         }
-        server = server.tasks(self.tasks.take());
         server = server.code_mode_only(self.code_mode_only);
         // Read once: a reload keeps the key and the store, so that the
         // runs paused before it go on after it, and the sessions with them.
-        let (state, local) = config.state.options(&config.secrets).await?;
+        let (store, local) = config.state.store(&config.secrets).await?;
+        let shared = local.is_none() && config.state.backend != StateBackend::Memory;
         if let Some(why) = local {
             say(&why);
         }
-        server = server.state(state);
+        let store = match &self.telemetry {
+            Some(telemetry) => telemetry.metered_store(store, config.state.backend.name()),
+            None => store,
+        };
+        let tasks = self.tasks.take();
+        server = server.tasks(match shared {
+            true => tasks.map(|tasks| tasks.shared(store.clone())),
+            false => tasks,
+        });
+        server = server.state(config.state.options(store)?);
         server = server.script_sessions(config.sessions);
         if let Some(telemetry) = &self.telemetry {
             server = server.telemetry(telemetry.clone());

@@ -26,12 +26,17 @@
 //!   pause sealed, so nothing that ran runs again. Answers to keys not
 //!   outstanding are ignored, as the extension says.
 //!
-//! Tasks live in this process's memory: a restart forgets them, and a
-//! replica cannot answer for another's. Behind a load balancer, give each
-//! replica a route name ([`TaskOptions::route`]): its task ids begin with
-//! it, and clients send the id in the `Mcp-Name` header of `tasks/*`
-//! requests, which a balancer routes on (`deploy/nginx.conf`). A replica
-//! asked about another's task says so.
+//! Tasks live in this process's memory, and, given a store that replicas
+//! share ([`TaskOptions::shared`], Redis), in that store too ([`shared`]):
+//! then any replica answers for any task, a replica that dies leaves its
+//! running tasks failed rather than working for ever, and a cancel or an
+//! answer sent to another replica reaches the one running the task at its
+//! next beat. Without one, a restart forgets the tasks, and a replica
+//! cannot answer for another's: behind a load balancer, give each replica
+//! a route name ([`TaskOptions::route`]), which its task ids begin with;
+//! clients send the id in the `Mcp-Name` header of `tasks/*` requests,
+//! which a balancer routes on (`deploy/nginx.conf`). A replica asked about
+//! another's task says so.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -47,6 +52,11 @@ use rmcp::task_manager::current_timestamp;
 use rmcp::{ErrorData as McpError, RoleServer};
 
 use crate::sandbox::outcome::CancelToken;
+use crate::state::StateStore;
+
+mod shared;
+
+use shared::SharedTasks;
 
 /// The extension's methods on a task (`taskId` in their params).
 pub(crate) const METHODS: [&str; 3] = ["tasks/get", "tasks/update", "tasks/cancel"];
@@ -61,13 +71,17 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_MAX_TASKS: usize = 1024;
 /// How many bytes of results are kept at most, by default: 64 MiB.
 pub const DEFAULT_MAX_RETAINED_BYTES: usize = 64 << 20;
+/// How often, by default, a replica sharing its tasks rewrites their
+/// records and takes the signals other replicas left: every second.
+pub const DEFAULT_TASK_HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// How the server makes and keeps tasks. Every default is a constant of
 /// this module: a call becomes a task after [`DEFAULT_TASK_AFTER`], is kept
 /// [`DEFAULT_TASK_TTL`], polled every [`DEFAULT_POLL_INTERVAL`]; at most
 /// [`DEFAULT_MAX_TASKS`] tasks and [`DEFAULT_MAX_RETAINED_BYTES`] of
-/// results; no route name.
-#[derive(Debug, Clone)]
+/// results; no route name; kept in this process only, and when shared,
+/// beating every [`DEFAULT_TASK_HEARTBEAT`].
+#[derive(Clone)]
 pub struct TaskOptions {
     after: Duration,
     ttl: Duration,
@@ -75,6 +89,23 @@ pub struct TaskOptions {
     max_tasks: usize,
     max_retained_bytes: usize,
     route: Option<String>,
+    shared: Option<Arc<dyn StateStore>>,
+    heartbeat: Duration,
+}
+
+impl std::fmt::Debug for TaskOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskOptions")
+            .field("after", &self.after)
+            .field("ttl", &self.ttl)
+            .field("poll_interval", &self.poll_interval)
+            .field("max_tasks", &self.max_tasks)
+            .field("max_retained_bytes", &self.max_retained_bytes)
+            .field("route", &self.route)
+            .field("shared", &self.shared.is_some())
+            .field("heartbeat", &self.heartbeat)
+            .finish()
+    }
 }
 
 impl Default for TaskOptions {
@@ -86,6 +117,8 @@ impl Default for TaskOptions {
             max_tasks: DEFAULT_MAX_TASKS,
             max_retained_bytes: DEFAULT_MAX_RETAINED_BYTES,
             route: None,
+            shared: None,
+            heartbeat: DEFAULT_TASK_HEARTBEAT,
         }
     }
 }
@@ -143,6 +176,26 @@ impl TaskOptions {
         self.route = Some(route.to_string());
         Ok(self)
     }
+
+    /// Keeps every task's status, progress message and result in `store`
+    /// too, so that every server given the same store (replicas sharing a
+    /// Redis) answers `tasks/get`, `tasks/update` and `tasks/cancel` for
+    /// it; route names are then not needed. See [`shared`] for what a
+    /// store that fails, and a replica that dies, do to tasks.
+    pub fn shared(mut self, store: Arc<dyn StateStore>) -> Self {
+        self.shared = Some(store);
+        self
+    }
+
+    /// How often a server sharing its tasks rewrites their records (their
+    /// progress messages seen elsewhere are that old at most) and takes
+    /// the cancellations and answers other replicas received. A server
+    /// silent for five beats is taken for dead: its running tasks end as
+    /// failed. At least 10 ms.
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = every.max(Duration::from_millis(10));
+        self
+    }
 }
 
 /// Who may see a task: the hash of the bearer token its call came with
@@ -155,6 +208,7 @@ pub(crate) struct Owner(pub(crate) [u8; 32]);
 pub(crate) struct Tasks {
     options: Arc<TaskOptions>,
     store: Arc<Mutex<Store>>,
+    shared: Option<SharedTasks>,
 }
 
 #[derive(Default)]
@@ -173,6 +227,8 @@ struct TaskRecord {
     cancel_requested: bool,
     /// Goes on with its call when it stops to ask; `None`: it cannot.
     resume: Option<Resume>,
+    /// Wakes its beat when it stops to ask or ends (when shared).
+    changed: Arc<tokio::sync::Notify>,
 }
 
 enum State {
@@ -268,9 +324,14 @@ impl Promotion {
 
 impl Tasks {
     pub(crate) fn new(options: TaskOptions) -> Self {
+        let shared = options.shared.clone().map(|store| SharedTasks {
+            store,
+            heartbeat: options.heartbeat,
+        });
         Tasks {
             options: Arc::new(options),
             store: Arc::default(),
+            shared,
         }
     }
 
@@ -314,6 +375,12 @@ impl Tasks {
             .tasks
             .get(&handle.id)
             .map_or(task, |entry| entry.task.clone());
+        if let Some(shared) = &self.shared {
+            // Written before the handle goes out, so that a poll reaching
+            // another replica at once finds the task.
+            self.beat(shared, &handle.id).await;
+            tokio::spawn(self.clone().beats(shared.clone(), handle.id.clone()));
+        }
         tokio::spawn(async move {
             let outcome = joined(running.await);
             handle.tasks.finish(&handle.id, outcome);
@@ -352,6 +419,7 @@ impl Tasks {
                 cancel,
                 cancel_requested: false,
                 resume,
+                changed: Arc::default(),
             },
         );
         Some(task)
@@ -377,6 +445,7 @@ impl Tasks {
         let Some(entry) = store.tasks.get_mut(id) else {
             return; // expired while it ran
         };
+        entry.changed.notify_one();
         let (payload, message) = match outcome {
             Ok(CallToolResponse::Complete(result))
                 if entry.cancel_requested && result.is_error == Some(true) =>
@@ -440,68 +509,106 @@ impl Tasks {
         }
     }
 
-    /// `tasks/get`.
-    pub(crate) fn get(&self, id: &str, owner: Option<Owner>) -> Result<DetailedTask, McpError> {
-        let mut store = self.lock();
-        store.expire(self.options.ttl);
-        let entry = self.find(&mut store, id, owner, "retrieve")?;
-        let payload = match &entry.state {
-            State::Working => TaskPayload::Working,
-            State::Asking { requests, .. } => TaskPayload::InputRequired {
-                input_requests: requests.clone(),
-            },
-            State::Done(payload, _) => payload.clone(),
-        };
-        Ok(DetailedTask::new(entry.task.clone(), payload))
+    /// `tasks/get`: this server's task, or, when tasks are shared, one the
+    /// store has (failed, if its replica stopped beating for it).
+    pub(crate) async fn get(
+        &self,
+        id: &str,
+        owner: Option<Owner>,
+    ) -> Result<DetailedTask, McpError> {
+        if let Some(task) = self.here(id, owner, |entry| detailed(entry)) {
+            return Ok(task);
+        }
+        let (shared, record) = self.elsewhere(id, owner, "retrieve").await?;
+        Ok(shared.settle(id, record, self.options.ttl).await)
     }
 
     /// `tasks/cancel`: stops the guest; the task ends `cancelled` unless
-    /// the call finished first.
-    pub(crate) fn cancel(&self, id: &str, owner: Option<Owner>) -> Result<(), McpError> {
-        let mut store = self.lock();
-        store.expire(self.options.ttl);
-        let entry = self.find(&mut store, id, owner, "cancel")?;
-        if matches!(entry.state, State::Asking { .. }) {
-            entry.cancel_requested = true;
-            entry.task.status_message = Some("The task was cancelled while it waited.".into());
-            entry.task.last_updated_at = current_timestamp();
-            entry.state = State::Done(TaskPayload::Cancelled, 0);
+    /// the call finished first. Another replica's task is cancelled by it,
+    /// at its next beat.
+    pub(crate) async fn cancel(&self, id: &str, owner: Option<Owner>) -> Result<(), McpError> {
+        if self.here(id, owner, cancel_entry).is_some() {
+            return Ok(());
         }
-        if matches!(entry.state, State::Working) {
-            entry.cancel_requested = true;
-            entry.task.status_message = Some("Cancelling: the guest is being stopped.".into());
-            entry.task.last_updated_at = current_timestamp();
-            entry.cancel.cancel();
+        let (shared, record) = self.elsewhere(id, owner, "cancel").await?;
+        let task = shared.settle(id, record, self.options.ttl).await;
+        if is_terminal(&task.payload) {
+            return Ok(());
         }
-        Ok(())
+        shared
+            .signal_cancel(id)
+            .await
+            .map_err(|e| store_failed(id, "cancel", e))
     }
 
     /// `tasks/update`: answers to the questions a task waits on resume its
     /// call, once; answers to keys not outstanding (the task is working,
-    /// or finished) are ignored.
-    pub(crate) fn update(
+    /// or finished) are ignored. Another replica's task is resumed by it,
+    /// at its next beat.
+    pub(crate) async fn update(
         &self,
         id: &str,
         owner: Option<Owner>,
         responses: InputResponses,
     ) -> Result<(), McpError> {
-        let mut store = self.lock();
-        store.expire(self.options.ttl);
-        let entry = self.find(&mut store, id, owner, "update")?;
-        let (State::Asking { requests, .. }, Some(resume)) = (&entry.state, &entry.resume) else {
+        let Some(responses) = self.answer_here(id, owner, responses) else {
             return Ok(());
         };
-        let responses: InputResponses = responses
-            .into_iter()
-            .filter(|(key, _)| requests.contains_key(key))
-            .collect();
+        let (shared, record) = self.elsewhere(id, owner, "update").await?;
+        let task = shared.settle(id, record, self.options.ttl).await;
+        let TaskPayload::InputRequired { input_requests } = &task.payload else {
+            return Ok(());
+        };
+        let responses = outstanding(input_requests, responses);
         if responses.is_empty() {
             return Ok(());
+        }
+        shared
+            .signal_answer(id, &responses)
+            .await
+            .map_err(|e| store_failed(id, "update", e))
+    }
+
+    /// Runs `f` on this server's task `id`, if `owner` may see it.
+    fn here<T>(
+        &self,
+        id: &str,
+        owner: Option<Owner>,
+        f: impl FnOnce(&mut TaskRecord) -> T,
+    ) -> Option<T> {
+        let mut store = self.lock();
+        store.expire(self.options.ttl);
+        match store.tasks.get_mut(id) {
+            Some(entry) if entry.owner.is_none() || entry.owner == owner => Some(f(entry)),
+            _ => None,
+        }
+    }
+
+    /// Answers this server's task `id` (resuming it when it waits on one
+    /// of the keys answered); the responses back when it is not here.
+    fn answer_here(
+        &self,
+        id: &str,
+        owner: Option<Owner>,
+        responses: InputResponses,
+    ) -> Option<InputResponses> {
+        let mut store = self.lock();
+        store.expire(self.options.ttl);
+        let entry = match store.tasks.get_mut(id) {
+            Some(entry) if entry.owner.is_none() || entry.owner == owner => entry,
+            _ => return Some(responses),
+        };
+        let (State::Asking { requests, .. }, Some(resume)) = (&entry.state, &entry.resume) else {
+            return None;
+        };
+        let responses = outstanding(requests, responses);
+        if responses.is_empty() {
+            return None;
         }
         let resume = resume.clone();
         let State::Asking { state, .. } = std::mem::replace(&mut entry.state, State::Working)
         else {
-            return Ok(());
+            return None;
         };
         let cancel = CancelToken::new();
         entry.cancel = cancel.clone();
@@ -524,7 +631,114 @@ impl Tasks {
             let outcome = joined(tokio::spawn(resume(answered)).await);
             handle.tasks.finish(&handle.id, outcome);
         });
-        Ok(())
+        None
+    }
+
+    /// The shared store's record of another replica's task `id`, or why
+    /// there is none.
+    async fn elsewhere(
+        &self,
+        id: &str,
+        owner: Option<Owner>,
+        verb: &str,
+    ) -> Result<(&SharedTasks, shared::Record), McpError> {
+        let Some(shared) = &self.shared else {
+            return Err(self.not_found(id, verb));
+        };
+        match shared.read(id, owner).await {
+            Ok(Some(record)) => Ok((shared, record)),
+            Ok(None) => Err(self.not_found(id, verb)),
+            Err(error) => Err(store_failed(id, verb, error)),
+        }
+    }
+
+    /// Beats for task `id` until it ends or is forgotten: its record
+    /// rewritten, and the signals other replicas left taken.
+    async fn beats(self, shared: SharedTasks, id: String) {
+        let Some(changed) = self.with_entry(&id, |entry, _| entry.changed.clone()) else {
+            return;
+        };
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(shared.heartbeat) => {}
+                () = changed.notified() => {}
+            }
+            if !self.beat(&shared, &id).await {
+                return;
+            }
+        }
+    }
+
+    /// One beat for task `id`: false once it has ended or is forgotten.
+    async fn beat(&self, shared: &SharedTasks, id: &str) -> bool {
+        let snapshot = self.with_entry(id, |entry, ttl| {
+            let task = detailed(entry);
+            let ttl = ttl.saturating_sub(entry.created.elapsed());
+            (entry.owner, task, ttl)
+        });
+        let Some((owner, task, ttl)) = snapshot else {
+            return false;
+        };
+        let running = !is_terminal(&task.payload);
+        let asking = matches!(task.payload, TaskPayload::InputRequired { .. });
+        let ttl = ttl.max(Duration::from_millis(1));
+        if let Err(error) = shared.write(id, owner, task, running, ttl).await {
+            tracing::warn!(task = id, "the task's record could not be written: {error}");
+        }
+        if !running {
+            return false;
+        }
+        match shared.take_cancel(id).await {
+            Ok(true) => {
+                self.with_entry(id, |entry, _| cancel_entry(entry));
+            }
+            Ok(false) => {}
+            Err(error) => tracing::warn!(task = id, "the task's signals: {error}"),
+        }
+        if asking {
+            match shared.take_answer(id).await {
+                Ok(Some(responses)) => {
+                    self.answer_here(id, owner, responses);
+                }
+                Ok(None) => {}
+                Err(error) => tracing::warn!(task = id, "the task's signals: {error}"),
+            }
+        }
+        true
+    }
+
+    /// Runs `f` on this server's task `id`, whoever owns it, with the ttl.
+    fn with_entry<T>(&self, id: &str, f: impl FnOnce(&mut TaskRecord, Duration) -> T) -> Option<T> {
+        let mut store = self.lock();
+        store
+            .tasks
+            .get_mut(id)
+            .map(|entry| f(entry, self.options.ttl))
+    }
+
+    /// How many of this server's tasks are in each state, by the state's
+    /// name in the extension.
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
+    pub(crate) fn counts(&self) -> [(&'static str, u64); 5] {
+        let store = self.lock();
+        let mut counts = [
+            ("working", 0),
+            ("input_required", 0),
+            ("completed", 0),
+            ("failed", 0),
+            ("cancelled", 0),
+        ];
+        for entry in store.tasks.values() {
+            let i = match &entry.state {
+                State::Working => 0,
+                State::Asking { .. } => 1,
+                State::Done(TaskPayload::Completed { .. }, _) => 2,
+                State::Done(TaskPayload::Cancelled, _) => 4,
+                State::Done(..) => 3,
+            };
+            counts[i].1 += 1;
+        }
+        counts
     }
 
     /// Cancels every running task (the server is ending).
@@ -538,23 +752,22 @@ impl Tasks {
         }
     }
 
-    fn find<'s>(
-        &self,
-        store: &'s mut Store,
-        id: &str,
-        owner: Option<Owner>,
-        verb: &str,
-    ) -> Result<&'s mut TaskRecord, McpError> {
-        match store.tasks.get_mut(id) {
-            Some(entry) if entry.owner.is_none() || entry.owner == owner => Ok(entry),
-            _ => Err(self.not_found(id, verb)),
-        }
-    }
-
     fn not_found(&self, id: &str, verb: &str) -> McpError {
         let data = Some(serde_json::json!({ "taskId": id }));
         let ours = self.options.route.as_deref();
         let theirs = id.split_once('.').map(|(route, _)| route);
+        if let Some(shared) = &self.shared {
+            return McpError::invalid_params(
+                format!(
+                    "Failed to {verb} task: there is no task `{id}`. Tasks are kept for {} s after they are made, only for the token that made them, in the state store the replicas share: a store restarted empty has forgotten the tasks it held.",
+                    self.options.ttl.as_secs()
+                ),
+                data.map(|mut data| {
+                    data["heartbeatMs"] = (shared.heartbeat.as_millis() as u64).into();
+                    data
+                }),
+            );
+        }
         if theirs.is_some() && theirs != ours {
             let here = match ours {
                 Some(route) => format!("this replica's route is `{route}`"),
@@ -615,6 +828,61 @@ impl Store {
         }
         true
     }
+}
+
+/// Task `entry` as `tasks/get` shows it.
+fn detailed(entry: &TaskRecord) -> DetailedTask {
+    let payload = match &entry.state {
+        State::Working => TaskPayload::Working,
+        State::Asking { requests, .. } => TaskPayload::InputRequired {
+            input_requests: requests.clone(),
+        },
+        State::Done(payload, _) => payload.clone(),
+    };
+    DetailedTask::new(entry.task.clone(), payload)
+}
+
+/// Cancels task `entry`: one waiting for an answer ends at once, one
+/// running when its guest has stopped.
+fn cancel_entry(entry: &mut TaskRecord) {
+    if matches!(entry.state, State::Asking { .. }) {
+        entry.cancel_requested = true;
+        entry.task.status_message = Some("The task was cancelled while it waited.".into());
+        entry.task.last_updated_at = current_timestamp();
+        entry.state = State::Done(TaskPayload::Cancelled, 0);
+        entry.changed.notify_one();
+    }
+    if matches!(entry.state, State::Working) {
+        entry.cancel_requested = true;
+        entry.task.status_message = Some("Cancelling: the guest is being stopped.".into());
+        entry.task.last_updated_at = current_timestamp();
+        entry.cancel.cancel();
+    }
+}
+
+fn is_terminal(payload: &TaskPayload) -> bool {
+    !matches!(
+        payload,
+        TaskPayload::Working | TaskPayload::InputRequired { .. }
+    )
+}
+
+/// The responses among `responses` to the questions in `requests`.
+fn outstanding(requests: &InputRequests, responses: InputResponses) -> InputResponses {
+    responses
+        .into_iter()
+        .filter(|(key, _)| requests.contains_key(key))
+        .collect()
+}
+
+/// A `tasks/*` request on another replica's task the store failed.
+fn store_failed(id: &str, verb: &str, error: crate::state::StoreError) -> McpError {
+    McpError::internal_error(
+        format!(
+            "Failed to {verb} task `{id}`: it is not on this replica, and {error}. Try again: the store reconnects by itself."
+        ),
+        Some(serde_json::json!({ "taskId": id })),
+    )
 }
 
 /// A failed task's payload and message.
@@ -692,7 +960,7 @@ mod tests {
         let third = start(&tasks, async { answer("again") }, None).await;
         assert!(matches!(third, CallToolResponse::Task(_)));
         assert!(
-            tasks.get(&id(&first), None).is_err(),
+            tasks.get(&id(&first), None).await.is_err(),
             "the oldest was forgotten"
         );
     }
@@ -711,9 +979,9 @@ mod tests {
             ids.push(id(&start(&tasks, async move { answer(&text) }, None).await));
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert!(tasks.get(&ids[0], None).is_err());
+        assert!(tasks.get(&ids[0], None).await.is_err());
         for id in &ids[1..] {
-            let task = tasks.get(id, None).unwrap();
+            let task = tasks.get(id, None).await.unwrap();
             assert!(matches!(task.payload, TaskPayload::Completed { .. }));
         }
         assert!(tasks.lock().retained_bytes <= 600);
@@ -762,12 +1030,24 @@ mod tests {
         assert_eq!(handle.task.status_message.as_deref(), Some("napping"));
         let id = handle.task.task_id;
         assert_eq!(
-            tasks.get(&id, None).unwrap().task.status_message.as_deref(),
+            tasks
+                .get(&id, None)
+                .await
+                .unwrap()
+                .task
+                .status_message
+                .as_deref(),
             Some("napping")
         );
         assert!(promotion.report("stretching"), "a task now");
         assert_eq!(
-            tasks.get(&id, None).unwrap().task.status_message.as_deref(),
+            tasks
+                .get(&id, None)
+                .await
+                .unwrap()
+                .task
+                .status_message
+                .as_deref(),
             Some("stretching")
         );
     }
@@ -777,11 +1057,11 @@ mod tests {
         let tasks = Tasks::new(TaskOptions::default().after(Duration::ZERO));
         let (mine, theirs) = (Owner([1; 32]), Owner([2; 32]));
         let task = id(&start(&tasks, async { answer("mine") }, Some(mine)).await);
-        assert!(tasks.get(&task, Some(mine)).is_ok());
+        assert!(tasks.get(&task, Some(mine)).await.is_ok());
         for owner in [Some(theirs), None] {
-            let error = tasks.get(&task, owner).unwrap_err();
+            let error = tasks.get(&task, owner).await.unwrap_err();
             assert!(error.message.contains("there is no task"), "{error:?}");
-            assert!(tasks.cancel(&task, owner).is_err());
+            assert!(tasks.cancel(&task, owner).await.is_err());
         }
     }
 
@@ -797,10 +1077,111 @@ mod tests {
         );
         let error = Tasks::new(options.route("r-2").unwrap())
             .get(&a, None)
+            .await
             .unwrap_err();
         assert!(error.message.contains("route `r-1`"), "{error:?}");
         for bad in ["", "a.b", "a b", &"x".repeat(65)] {
             assert!(TaskOptions::default().route(bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// Two replicas' tasks sharing one store.
+    fn replicas(store: &Arc<crate::state::MemoryStore>) -> (Tasks, Tasks) {
+        let options = TaskOptions::default()
+            .after(Duration::ZERO)
+            .heartbeat(Duration::from_millis(20))
+            .shared(store.clone());
+        (Tasks::new(options.clone()), Tasks::new(options))
+    }
+
+    #[tokio::test]
+    async fn another_replica_answers_for_a_shared_task() {
+        let store = Arc::new(crate::state::MemoryStore::default());
+        let (a, b) = replicas(&store);
+        let owner = Some(Owner([7; 32]));
+        let work = async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            answer("made on a")
+        };
+        let task = id(&start(&a, work, owner).await);
+        let seen = b.get(&task, owner).await.unwrap();
+        assert!(matches!(seen.payload, TaskPayload::Working), "{seen:?}");
+        let error = b.get(&task, Some(Owner([8; 32]))).await.unwrap_err();
+        assert!(error.message.contains("there is no task"), "{error:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let done = b.get(&task, owner).await.unwrap();
+        let TaskPayload::Completed { result } = done.payload else {
+            panic!("{done:?}")
+        };
+        assert_eq!(result["content"][0]["text"], "made on a");
+    }
+
+    #[tokio::test]
+    async fn a_cancel_through_another_replica_reaches_the_one_running_the_task() {
+        let store = Arc::new(crate::state::MemoryStore::default());
+        let (a, b) = replicas(&store);
+        let cancel = CancelToken::new();
+        let stopped = cancel.clone();
+        let work = async move {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs(10)) => answer("late"),
+                () = stopped.cancelled() => Ok(CallToolResult::error(vec![ContentBlock::text("stopped")]).into()),
+            }
+        };
+        let handle = a
+            .run(work, cancel, None, Arc::default(), None)
+            .await
+            .unwrap();
+        let task = id(&handle);
+        b.cancel(&task, None).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for replica in [&a, &b] {
+            let seen = replica.get(&task, None).await.unwrap();
+            assert!(matches!(seen.payload, TaskPayload::Cancelled), "{seen:?}");
+        }
+    }
+
+    #[test]
+    fn a_task_whose_replica_died_fails_after_its_heartbeats_stop() {
+        let store = Arc::new(crate::state::MemoryStore::default());
+        let (a, b) = replicas(&store);
+        let dying = tokio::runtime::Runtime::new().unwrap();
+        let work = async {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            answer("never")
+        };
+        let task = dying.block_on(async { id(&start(&a, work, None).await) });
+        drop(dying); // the replica's runtime and every task on it are gone
+        let alive = tokio::runtime::Runtime::new().unwrap();
+        alive.block_on(async {
+            let seen = b.get(&task, None).await.unwrap();
+            assert!(matches!(seen.payload, TaskPayload::Working), "{seen:?}");
+            tokio::time::sleep(Duration::from_millis(20 * u64::from(shared::BEATS) + 100)).await;
+            let seen = b.get(&task, None).await.unwrap();
+            assert!(
+                matches!(seen.payload, TaskPayload::Failed { .. }),
+                "{seen:?}"
+            );
+            let message = seen.task.status_message.unwrap_or_default();
+            assert!(
+                message.contains("the replica running it stopped"),
+                "{message}"
+            );
+            // Settled once, it stays failed.
+            let again = b.get(&task, None).await.unwrap();
+            assert!(matches!(again.payload, TaskPayload::Failed { .. }));
+        });
+    }
+
+    #[tokio::test]
+    async fn a_shared_store_that_forgot_a_task_says_so() {
+        let store = Arc::new(crate::state::MemoryStore::default());
+        let (_, b) = replicas(&store);
+        let error = b.get("r.0123", None).await.unwrap_err();
+        assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        assert!(
+            error.message.contains("a store restarted empty"),
+            "{error:?}"
+        );
     }
 }
