@@ -10,8 +10,9 @@
 //! stays for ever, and carries the deployment's prefix, so deployments
 //! sharing a Redis do not meet. A take is one `GETDEL`: of replicas taking
 //! one key at once, one gets it. What Redis holds: paused states (sealed,
-//! unreadable without the server's key) and sessions (a script's globals,
-//! in the clear): give Redis a password and, off the machine, TLS
+//! unreadable without the server's key), sessions (a script's globals,
+//! in the clear) and, when the tasks are shared, tasks (their results, in
+//! the clear): give Redis a password and, off the machine, TLS
 //! (`rediss://`).
 
 use std::time::Duration;

@@ -10,6 +10,7 @@ use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
     ElicitationCapability, Implementation, InputRequiredResult, InputResponses, ProtocolVersion,
+    TASKS_EXTENSION_ID,
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use serde_json::{Value, json};
@@ -21,6 +22,18 @@ pub type Client = RunningService<RoleClient, ClientConfig>;
 
 /// A 2026-07-28 client of `server`, on the current runtime.
 pub async fn connect(server: &McpServer) -> Client {
+    connect_as(server, ClientCapabilities::default()).await
+}
+
+/// A 2026-07-28 client of `server` that declares the tasks extension.
+pub async fn connect_with_tasks(server: &McpServer) -> Client {
+    let mut capabilities = ClientCapabilities::default();
+    let tasks = [(TASKS_EXTENSION_ID.to_string(), Default::default())];
+    capabilities.extensions = Some(tasks.into_iter().collect());
+    connect_as(server, capabilities).await
+}
+
+async fn connect_as(server: &McpServer, mut capabilities: ClientCapabilities) -> Client {
     let (ours, theirs) = tokio::io::duplex(4 << 20);
     let handler = Handler::from(server.for_connection());
     tokio::spawn(async move {
@@ -29,7 +42,6 @@ pub async fn connect(server: &McpServer) -> Client {
             .expect("the server side starts");
         running.waiting().await.ok();
     });
-    let mut capabilities = ClientCapabilities::default();
     capabilities.elicitation = Some(ElicitationCapability::new());
     let config = ClientConfig::new(capabilities, Implementation::new("bench", "1"));
     let modern = ClientLifecycleMode::Discover {
