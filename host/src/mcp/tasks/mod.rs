@@ -378,7 +378,7 @@ impl Tasks {
         if let Some(shared) = &self.shared {
             // Written before the handle goes out, so that a poll reaching
             // another replica at once finds the task.
-            self.beat(shared, &handle.id).await;
+            self.publish(shared, &handle.id).await;
             tokio::spawn(self.clone().beats(shared.clone(), handle.id.clone()));
         }
         tokio::spawn(async move {
@@ -669,22 +669,38 @@ impl Tasks {
         }
     }
 
-    /// One beat for task `id`: false once it has ended or is forgotten.
-    async fn beat(&self, shared: &SharedTasks, id: &str) -> bool {
+    /// Writes task `id`'s record as it is now: its status, and whether it
+    /// still runs, asks, or has ended (`None` once forgotten).
+    async fn publish(&self, shared: &SharedTasks, id: &str) -> Option<Published> {
         let snapshot = self.with_entry(id, |entry, ttl| {
             let task = detailed(entry);
             let ttl = ttl.saturating_sub(entry.created.elapsed());
             (entry.owner, task, ttl)
-        });
-        let Some((owner, task, ttl)) = snapshot else {
-            return false;
+        })?;
+        let (owner, task, ttl) = snapshot;
+        let published = Published {
+            owner,
+            running: !is_terminal(&task.payload),
+            asking: matches!(task.payload, TaskPayload::InputRequired { .. }),
         };
-        let running = !is_terminal(&task.payload);
-        let asking = matches!(task.payload, TaskPayload::InputRequired { .. });
         let ttl = ttl.max(Duration::from_millis(1));
-        if let Err(error) = shared.write(id, owner, task, running, ttl).await {
+        if let Err(error) = shared.write(id, owner, task, published.running, ttl).await {
             tracing::warn!(task = id, "the task's record could not be written: {error}");
         }
+        Some(published)
+    }
+
+    /// One beat for task `id`: its record written, the signals left for
+    /// it taken; false once it has ended or is forgotten.
+    async fn beat(&self, shared: &SharedTasks, id: &str) -> bool {
+        let Some(Published {
+            owner,
+            running,
+            asking,
+        }) = self.publish(shared, id).await
+        else {
+            return false;
+        };
         if !running {
             return false;
         }
@@ -828,6 +844,15 @@ impl Store {
         }
         true
     }
+}
+
+/// What a beat wrote of a task.
+struct Published {
+    owner: Option<Owner>,
+    /// Not ended: its owner goes on beating.
+    running: bool,
+    /// Waiting for an answer.
+    asking: bool,
 }
 
 /// Task `entry` as `tasks/get` shows it.
