@@ -880,6 +880,7 @@ async def test_a_session_expires_when_idle_and_a_caller_keeps_a_bounded_number(t
         await anyio.sleep(2.0)
         expired = await in_session(client, "v", session="b")
         assert expired.is_error and "NameError" in text(expired), text(expired)
+        assert '[session "b" started empty: nothing was kept under this name' in text(expired), text(expired)
 
 
 async def test_a_session_run_paused_for_a_question_is_saved_once_when_it_ends(tmp_path):

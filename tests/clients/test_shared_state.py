@@ -21,7 +21,8 @@ Three replicas behind a real nginx spreading requests round robin, with no
 - Redis killed mid-run: calls that need no state answer, those that need
   it get a clear error, no replica exits; Redis restarted empty: an
   unknown task id is -32602 saying the store forgot it, a session starts
-  empty (`restored: false`), and the store reconnects by itself;
+  empty and a run missing its globals says why, and the store reconnects
+  by itself;
 - a real Prometheus scraping a replica sees its tasks by status and its
   store's latency and errors.
 
@@ -455,9 +456,9 @@ async def test_redis_lost_and_restarted_empty(tmp_path):
                         await anyio.sleep(0.2)
                 assert len(unknown) == 3, unknown
                 assert all("a store restarted empty" in e.error.message for e in unknown), unknown
-                fresh = await plain.call_tool("run_code", {"code": "1", "session": "s"})
-                assert text(fresh) == "1", text(fresh)
-                assert fresh.structured_content["session"]["restored"] is False, fresh.structured_content
+                gone = await plain.call_tool("run_code", {"code": "kept", "session": "s"})
+                assert gone.is_error and "NameError" in text(gone), text(gone)
+                assert '[session "s" started empty: nothing was kept under this name' in text(gone), text(gone)
                 # The session goes on from there, on every replica.
                 again = await plain.call_tool("run_code", {"code": "kept = 7\nkept", "session": "s"})
                 for _ in range(3):

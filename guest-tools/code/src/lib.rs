@@ -131,7 +131,8 @@ fn outcome(report: Report, code: &str) -> Result<Outcome, Outcome> {
             "\n[{unawaited} tool call(s) were never awaited, so they did not run: tools are async, write `await tool(...)`.]\n"
         ));
     }
-    if let Some(note) = session.as_ref().and_then(session::Kept::note) {
+    let raised = matches!(ended, Ended::Raised { .. });
+    if let Some(note) = session.as_ref().and_then(|kept| kept.note(raised)) {
         if !printed.is_empty() && !printed.ends_with('\n') {
             printed.push('\n');
         }

@@ -92,12 +92,17 @@ pub fn keep(name: &str, restored: Restored, repl: &MontyRepl) -> Kept {
 
 impl Kept {
     /// What the model reads of it: nothing when all went well, else a line
-    /// saying what did not.
-    pub fn note(&self) -> Option<String> {
+    /// saying what did not. A run that `raised` in a session that started
+    /// empty says so too: its globals are not what the model may expect
+    /// (the session expired, or the store that held it was emptied).
+    pub fn note(&self, raised: bool) -> Option<String> {
         let name = &self.name;
         let lost = match &self.restored {
             Restored::Lost(why) => Some(format!(
                 "[session \"{name}\" could not be restored ({why}): this run started it empty.]"
+            )),
+            Restored::New if raised => Some(format!(
+                "[session \"{name}\" started empty: nothing was kept under this name (it is new, it was idle past its expiry, or the server's store lost it).]"
             )),
             _ => None,
         };
