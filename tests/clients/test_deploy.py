@@ -1,6 +1,7 @@
 """The deployment files in deploy/, run for real where this machine can: the
 systemd unit's command line, the container image's command and HEALTHCHECK,
-and the Kubernetes manifest's arguments, probes and Secret mount. Each is
+the Kubernetes manifest's arguments, probes, Secret and ConfigMap mounts
+and its Redis, and the Compose file's replicas, Redis and nginx site. Each is
 started as a real `toolcage serve` (this machine's paths in place of the
 deployed ones, a loopback port in place of the deployed one), probed and
 called with the token the deployment hands it, and stopped with the signal
@@ -206,8 +207,12 @@ def test_the_container_command_serves_and_its_healthcheck_probes_it(machine):
 
 def test_the_kubernetes_manifest_probes_mounts_and_names_agree(machine):
     documents = list(yaml.safe_load_all((DEPLOY / "kubernetes.yaml").read_text()))
-    [deployment] = [d for d in documents if d["kind"] == "Deployment"]
-    [service] = [d for d in documents if d["kind"] == "Service"]
+
+    def named(kind, name):
+        [found] = [d for d in documents if d["kind"] == kind and d["metadata"]["name"] == name]
+        return found
+
+    deployment, service = named("Deployment", "toolcage"), named("Service", "toolcage")
     spec = deployment["spec"]
     assert spec["replicas"] == 3
     pod = spec["template"]["spec"]
@@ -238,6 +243,41 @@ def test_the_kubernetes_manifest_probes_mounts_and_names_agree(machine):
     name, namespace = service["metadata"]["name"], service["metadata"]["namespace"]
     allowed = [args[i + 1] for i, a in enumerate(args) if a == "--allow-host"]
     assert f"{name}.{namespace}.svc" in allowed and name in allowed
+    # The config is the ConfigMap's, where it is mounted; the files it names
+    # are the Secrets' keys, where they are mounted; its Redis is the
+    # Service of the Redis Deployment, whose password is the same Secret's.
+    config_file = Path(args[args.index("--config") + 1])
+    config_map = named("ConfigMap", "toolcage-config")
+    [mount] = [m for m in container["volumeMounts"] if m["mountPath"] == str(config_file.parent)]
+    [volume] = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["configMap"]["name"] == "toolcage-config"
+    config = config_map["data"][config_file.name]
+    secrets_of = {}
+    for path in re.findall(r'(?:file|key_file) = "([^"]+)"', config):
+        [mount] = [m for m in container["volumeMounts"] if m["mountPath"] == str(Path(path).parent)]
+        [volume] = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+        assert volume["secret"]["defaultMode"] & 0o040, path
+        secrets_of[path] = (volume["secret"]["secretName"], Path(path).name)
+    assert sorted(secrets_of.values()) == [("toolcage-redis", "password"), ("toolcage-state", "key")]
+    redis_deployment, redis_service = named("Deployment", "toolcage-redis"), named("Service", "toolcage-redis")
+    [redis_container] = redis_deployment["spec"]["template"]["spec"]["containers"]
+    [password_env] = redis_container["env"]
+    assert password_env["valueFrom"]["secretKeyRef"] == {"name": "toolcage-redis", "key": "password"}
+    assert f"$({password_env['name']})" in redis_container["args"]
+    redis_port = redis_service["spec"]["ports"][0]["port"]
+    redis_url = f"redis://{redis_service['metadata']['name']}.{namespace}.svc:{redis_port}/0"
+    assert f'url = "{redis_url}"' in config
+    # Run for real: this machine's files and a real Redis in their places.
+    password, key = "k8s-redis-password-91f3", "ab" * 32
+    (machine / "password").write_text(password + "\n")
+    (machine / "key").write_text(key + "\n")
+    redis_local = free_port()
+    redis = start_redis(redis_local, password)
+    (machine / "toolcage.toml").write_text(substitute(config, {
+        "/run/secrets/toolcage-redis/password": machine / "password",
+        "/run/secrets/toolcage-state/key": machine / "key",
+        redis_url: f"redis://127.0.0.1:{redis_local}/0",
+    }))
     # The image's entrypoint with these args serves, under those names.
     entrypoint = json.loads(one(containerfile(), "ENTRYPOINT"))
     local = free_port()
@@ -245,9 +285,14 @@ def test_the_kubernetes_manifest_probes_mounts_and_names_agree(machine):
         "/usr/local/bin/toolcage": BIN,
         "/opt/toolcage/tools": TOOLS,
         str(token_file): machine / "token",
+        str(config_file): machine / "toolcage.toml",
         f"0.0.0.0:{port['containerPort']}": f"127.0.0.1:{local}",
     }))
-    server, _ = start(argv)
+    try:
+        server, _ = start(argv)
+    except BaseException:
+        redis.kill()
+        raise
     try:
         service_port = service["spec"]["ports"][0]["port"]
         for host in allowed:
@@ -257,5 +302,147 @@ def test_the_kubernetes_manifest_probes_mounts_and_names_agree(machine):
             "Authorization": f"Bearer {TOKEN}",
         })
         assert status == 403
+        # Its state is in that Redis: a session's run left keys there.
+        session = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
+            "name": "run_code", "arguments": {"code": "x = 1\nx", "session": "s"}}}
+        status, body = request(local, "POST", "/mcp", json.dumps(session), {
+            "Host": f"{name}:{service_port}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-06-18", "Authorization": f"Bearer {TOKEN}",
+        })
+        assert status == 200 and json.loads(body)["result"]["structuredContent"]["session"]["saved"], body
+        assert redis_keys(redis_local, password, "toolcage:session:*"), "no session in Redis"
     finally:
-        stop(server, "SIGTERM", pod["terminationGracePeriodSeconds"])
+        try:
+            stop(server, "SIGTERM", pod["terminationGracePeriodSeconds"])
+        finally:
+            redis.kill()
+            redis.wait()
+
+
+def start_redis(port, password):
+    """Debian's redis-server (TOOLCAGE_REDIS, its libraries beside it) on
+    127.0.0.1:`port` with `password`, empty, answering once this returns."""
+    found = os.environ.get("TOOLCAGE_REDIS")
+    assert found, "TOOLCAGE_REDIS is not set: tests/src/lib.rs fetches Debian's redis-server"
+    binary = Path(found)
+    env = dict(os.environ)
+    libraries = binary.parent.parent / "lib" / "x86_64-linux-gnu"
+    if libraries.is_dir():
+        env["LD_LIBRARY_PATH"] = str(libraries)
+    args = [str(binary), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--requirepass", password]
+    process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
+                probe.sendall(f"AUTH {password}\r\nPING\r\n".encode())
+                if probe.recv(64).startswith(b"+OK"):
+                    return process
+        except OSError:
+            time.sleep(0.02)
+    process.kill()
+    raise AssertionError("redis-server did not answer")
+
+
+def redis_keys(port, password, pattern):
+    """The keys matching `pattern` in the Redis on `port` (RESP, by hand)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+        connection.sendall(f"AUTH {password}\r\nKEYS {pattern}\r\n".encode())
+        time.sleep(0.2)
+        reply = connection.recv(65536).decode()
+    return re.findall(r"^(toolcage:[^\r\n]+)\r?$", reply, re.MULTILINE)
+
+
+def test_the_compose_file_runs_its_replicas_against_its_redis_behind_its_nginx(machine):
+    """deploy/compose.yaml, as far as a machine without a container runtime
+    can run it: its three replicas share one command line, which (the
+    image's entrypoint before it, this machine's files in place of the
+    secrets and the config, a real Debian redis-server in place of the
+    Redis service) serves and keeps its state in that Redis; the Redis
+    service reads its password from the secret the config names; and the
+    nginx site balances over the three, as Debian's nginx checks it."""
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    services = compose["services"]
+    replicas = [name for name in services if name.startswith("toolcage-")]
+    assert len(replicas) == 3
+    [command] = {json.dumps(services[name]["command"]) for name in replicas}
+    args = json.loads(command)
+    replica = services[replicas[0]]
+    assert set(replica["secrets"]) == {"token", "redis_password", "state_key"}
+    [config_entry] = replica["configs"]
+    config_file = compose["configs"][config_entry["source"]]["file"]
+    assert args[args.index("--config") + 1] == config_entry["target"]
+    config = (DEPLOY / config_file).read_text()
+    assert 'file = "/run/secrets/redis_password"' in config
+    assert 'key_file = "/run/secrets/state_key"' in config
+    assert 'url = "redis://redis:6379/0"' in config
+    assert "/run/secrets/redis_password" in " ".join(services["redis"]["entrypoint"])
+    assert services["redis"]["secrets"] == ["redis_password"]
+    # The site names the three replicas, and nginx accepts it.
+    [site_entry] = services["nginx"]["configs"]
+    site = (DEPLOY / compose["configs"][site_entry["source"]]["file"]).read_text()
+    assert re.findall(r"server (toolcage-\d):8080", site) == replicas
+    ports = {name: free_port() for name in replicas}
+    local_site = substitute(site, {f"{name}:8080": f"127.0.0.1:{port}" for name, port in ports.items()})
+    local_site = substitute(local_site, {"listen 8080;": f"listen 127.0.0.1:{free_port()};"})
+    checked = nginx_checks(local_site)
+    assert checked.returncode == 0, checked.stderr
+    # One replica's command, run for real against a real Redis.
+    password, key = "compose-redis-password-2a7c", "cd" * 32
+    (machine / "password").write_text(password + "\n")
+    (machine / "key").write_text(key + "\n")
+    redis_port = free_port()
+    redis = start_redis(redis_port, password)
+    (machine / "toolcage.toml").write_text(substitute(config, {
+        "/run/secrets/redis_password": machine / "password",
+        "/run/secrets/state_key": machine / "key",
+        "redis://redis:6379/0": f"redis://127.0.0.1:{redis_port}/0",
+    }))
+    entrypoint = json.loads(one(containerfile(), "ENTRYPOINT"))
+    local = ports[replicas[0]]
+    argv = json.loads(substitute(json.dumps([*entrypoint, *args]), {
+        "/usr/local/bin/toolcage": BIN,
+        "/opt/toolcage/tools": TOOLS,
+        "/run/secrets/token": machine / "token",
+        config_entry["target"]: machine / "toolcage.toml",
+        "0.0.0.0:8080": f"127.0.0.1:{local}",
+    }))
+    try:
+        server, _ = start(argv)
+        try:
+            assert_serves(local, TOKEN)
+            session = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
+                "name": "run_code", "arguments": {"code": "x = 1\nx", "session": "s"}}}
+            status, body = request(local, "POST", "/mcp", json.dumps(session), {
+                "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": "2025-06-18", "Authorization": f"Bearer {TOKEN}",
+            })
+            assert status == 200, body
+            assert redis_keys(redis_port, password, "toolcage:session:*"), "no session in Redis"
+        finally:
+            stop(server, replica["stop_signal"], 60)
+    finally:
+        redis.kill()
+        redis.wait()
+
+
+def nginx_checks(site):
+    """`nginx -t` of `site` (an http-context file) in a directory of its own."""
+    nginx = os.environ.get("TOOLCAGE_NGINX")
+    assert nginx, "TOOLCAGE_NGINX is not set: tests/src/lib.rs fetches Debian's nginx"
+    with tempfile.TemporaryDirectory() as directory:
+        directory = Path(directory)
+        (directory / "site.conf").write_text(site)
+        (directory / "nginx.conf").write_text(
+            f"pid {directory}/nginx.pid;\nerror_log {directory}/error.log;\n"
+            "events {}\n"
+            f"http {{\n    client_body_temp_path {directory}/body;\n"
+            f"    proxy_temp_path {directory}/proxy;\n    fastcgi_temp_path {directory}/fastcgi;\n"
+            f"    uwsgi_temp_path {directory}/uwsgi;\n    scgi_temp_path {directory}/scgi;\n"
+            f"    access_log off;\n    include {directory}/site.conf;\n}}\n"
+        )
+        command = [nginx, "-e", str(directory / "error.log"), "-p", str(directory),
+                   "-c", str(directory / "nginx.conf"), "-t"]
+        return subprocess.run(command, capture_output=True, text=True, timeout=30)
