@@ -627,6 +627,10 @@ async def test_otlp_metrics_name_the_tool_and_nothing_of_the_call(config_file, o
     for metric in receiver.metrics:
         if metric.name == "mcp.server.operation.duration":
             allowed = MCP_METRIC_ATTRIBUTES
+        elif metric.name == "toolcage.tasks":
+            allowed = {"toolcage.task.status"}
+        elif metric.name.startswith("toolcage.state."):
+            allowed = {"toolcage.state.operation", "toolcage.state.backend"}
         else:
             allowed = CALL_METRIC_ATTRIBUTES | MCP_METRIC_ATTRIBUTES
         for point in metric.points:

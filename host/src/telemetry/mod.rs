@@ -19,7 +19,8 @@
 //!   `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`), cut to the
 //!   tool's output limit, after the host redacted its secrets from results;
 //! - metric attributes are only the tool (a name the registry serves, never
-//!   one a model made up), the component, the error type and the transport:
+//!   one a model made up), the component, the error type and the transport
+//!   (and a task's status, a state store's operation and backend):
 //!   never a session or request id, arguments or paths, so a client cannot
 //!   grow the number of series;
 //! - a collector that refuses, hangs or is slow never slows a call: spans and

@@ -191,9 +191,10 @@ impl TaskOptions {
     /// progress messages seen elsewhere are that old at most) and takes
     /// the cancellations and answers other replicas received. A server
     /// silent for five beats is taken for dead: its running tasks end as
-    /// failed. At least 10 ms.
+    /// failed. Give it five beats well past the store's timeout (a beat
+    /// that waits on a slow store is late). From 10 ms to 60 s.
     pub fn heartbeat(mut self, every: Duration) -> Self {
-        self.heartbeat = every.max(Duration::from_millis(10));
+        self.heartbeat = every.clamp(Duration::from_millis(10), Duration::from_secs(60));
         self
     }
 }
@@ -229,6 +230,12 @@ struct TaskRecord {
     resume: Option<Resume>,
     /// Wakes its beat when it stops to ask or ends (when shared).
     changed: Arc<tokio::sync::Notify>,
+    /// Counts its changes; `published`: the count its record in the shared
+    /// store was last written at.
+    version: u64,
+    published: u64,
+    /// How many times it has stopped to ask.
+    round: u32,
 }
 
 enum State {
@@ -275,6 +282,7 @@ impl Promoted {
         if let Some(entry) = store.tasks.get_mut(&self.id) {
             entry.task.status_message = Some(message);
             entry.task.last_updated_at = current_timestamp();
+            entry.version += 1;
         }
     }
 }
@@ -375,16 +383,19 @@ impl Tasks {
             .tasks
             .get(&handle.id)
             .map_or(task, |entry| entry.task.clone());
-        if let Some(shared) = &self.shared {
-            // Written before the handle goes out, so that a poll reaching
-            // another replica at once finds the task.
-            self.publish(shared, &handle.id).await;
-            tokio::spawn(self.clone().beats(shared.clone(), handle.id.clone()));
-        }
+        let id = handle.id.clone();
         tokio::spawn(async move {
             let outcome = joined(running.await);
             handle.tasks.finish(&handle.id, outcome);
         });
+        if let Some(shared) = &self.shared {
+            // The first beat is over before the handle goes out, so that a
+            // poll reaching another replica at once finds the task. The
+            // beats go on if this request is dropped meanwhile.
+            let (first, beaten) = tokio::sync::oneshot::channel();
+            tokio::spawn(self.clone().beats(shared.clone(), id, first));
+            beaten.await.ok();
+        }
         Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
     }
 
@@ -398,7 +409,7 @@ impl Tasks {
         let mut store = self.lock();
         store.expire(self.options.ttl);
         if store.tasks.len() >= self.options.max_tasks {
-            store.forget_oldest_finished();
+            store.forget_oldest_finished(self.shared.is_some());
         }
         if store.tasks.len() >= self.options.max_tasks {
             return None;
@@ -420,6 +431,9 @@ impl Tasks {
                 cancel_requested: false,
                 resume,
                 changed: Arc::default(),
+                version: 0,
+                published: 0,
+                round: 0,
             },
         );
         Some(task)
@@ -445,7 +459,11 @@ impl Tasks {
         let Some(entry) = store.tasks.get_mut(id) else {
             return; // expired while it ran
         };
+        if matches!(entry.state, State::Done(..)) {
+            return; // ended already: cancelled while it waited, or failed by others
+        }
         entry.changed.notify_one();
+        entry.version += 1;
         let (payload, message) = match outcome {
             Ok(CallToolResponse::Complete(result))
                 if entry.cancel_requested && result.is_error == Some(true) =>
@@ -484,6 +502,7 @@ impl Tasks {
                     requests: asked.input_requests.unwrap_or_default(),
                     state: asked.request_state,
                 };
+                entry.round += 1;
                 return;
             }
             Ok(_) => failed(McpError::internal_error(
@@ -503,7 +522,7 @@ impl Tasks {
         entry.state = State::Done(payload, bytes);
         store.retained_bytes += bytes;
         while store.retained_bytes > self.options.max_retained_bytes {
-            if !store.forget_oldest_finished() {
+            if !store.forget_oldest_finished(self.shared.is_some()) {
                 break;
             }
         }
@@ -520,7 +539,8 @@ impl Tasks {
             return Ok(task);
         }
         let (shared, record) = self.elsewhere(id, owner, "retrieve").await?;
-        Ok(shared.settle(id, record, self.options.ttl).await)
+        let settled = shared.settle(id, record, self.options.ttl).await;
+        settled.map_err(|e| store_failed(id, "retrieve", e))
     }
 
     /// `tasks/cancel`: stops the guest; the task ends `cancelled` unless
@@ -530,15 +550,14 @@ impl Tasks {
         if self.here(id, owner, cancel_entry).is_some() {
             return Ok(());
         }
+        let failed = |e| store_failed(id, "cancel", e);
         let (shared, record) = self.elsewhere(id, owner, "cancel").await?;
         let task = shared.settle(id, record, self.options.ttl).await;
-        if is_terminal(&task.payload) {
+        if shared::is_terminal(&task.map_err(failed)?.payload) {
             return Ok(());
         }
-        shared
-            .signal_cancel(id)
-            .await
-            .map_err(|e| store_failed(id, "cancel", e))
+        let signalled = shared.signal_cancel(id, self.options.ttl).await;
+        signalled.map_err(failed)
     }
 
     /// `tasks/update`: answers to the questions a task waits on resume its
@@ -554,19 +573,20 @@ impl Tasks {
         let Some(responses) = self.answer_here(id, owner, responses) else {
             return Ok(());
         };
+        let failed = |e| store_failed(id, "update", e);
         let (shared, record) = self.elsewhere(id, owner, "update").await?;
+        let round = record.round;
         let task = shared.settle(id, record, self.options.ttl).await;
-        let TaskPayload::InputRequired { input_requests } = &task.payload else {
+        let TaskPayload::InputRequired { input_requests } = &task.map_err(failed)?.payload else {
             return Ok(());
         };
         let responses = outstanding(input_requests, responses);
         if responses.is_empty() {
             return Ok(());
         }
-        shared
-            .signal_answer(id, &responses)
-            .await
-            .map_err(|e| store_failed(id, "update", e))
+        let answer = shared::Answer { round, responses };
+        let signalled = shared.signal_answer(id, &answer, self.options.ttl).await;
+        signalled.map_err(failed)
     }
 
     /// Runs `f` on this server's task `id`, if `owner` may see it.
@@ -612,6 +632,7 @@ impl Tasks {
         };
         let cancel = CancelToken::new();
         entry.cancel = cancel.clone();
+        entry.version += 1;
         entry.task.status_message = Some("The call goes on with the answer.".to_string());
         entry.task.last_updated_at = current_timestamp();
         drop(store);
@@ -652,80 +673,10 @@ impl Tasks {
         }
     }
 
-    /// Beats for task `id` until it ends or is forgotten: its record
-    /// rewritten, and the signals other replicas left taken.
-    async fn beats(self, shared: SharedTasks, id: String) {
-        let Some(changed) = self.with_entry(&id, |entry, _| entry.changed.clone()) else {
-            return;
-        };
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep(shared.heartbeat) => {}
-                () = changed.notified() => {}
-            }
-            if !self.beat(&shared, &id).await {
-                return;
-            }
-        }
-    }
-
-    /// Writes task `id`'s record as it is now: its status, and whether it
-    /// still runs, asks, or has ended (`None` once forgotten).
-    async fn publish(&self, shared: &SharedTasks, id: &str) -> Option<Published> {
-        let snapshot = self.with_entry(id, |entry, ttl| {
-            let task = detailed(entry);
-            let ttl = ttl.saturating_sub(entry.created.elapsed());
-            (entry.owner, task, ttl)
-        })?;
-        let (owner, task, ttl) = snapshot;
-        let published = Published {
-            owner,
-            running: !is_terminal(&task.payload),
-            asking: matches!(task.payload, TaskPayload::InputRequired { .. }),
-        };
-        let ttl = ttl.max(Duration::from_millis(1));
-        if let Err(error) = shared.write(id, owner, task, published.running, ttl).await {
-            tracing::warn!(task = id, "the task's record could not be written: {error}");
-        }
-        Some(published)
-    }
-
-    /// One beat for task `id`: its record written, the signals left for
-    /// it taken; false once it has ended or is forgotten.
-    async fn beat(&self, shared: &SharedTasks, id: &str) -> bool {
-        let Some(Published {
-            owner,
-            running,
-            asking,
-        }) = self.publish(shared, id).await
-        else {
-            return false;
-        };
-        if !running {
-            return false;
-        }
-        match shared.take_cancel(id).await {
-            Ok(true) => {
-                self.with_entry(id, |entry, _| cancel_entry(entry));
-            }
-            Ok(false) => {}
-            Err(error) => tracing::warn!(task = id, "the task's signals: {error}"),
-        }
-        if asking {
-            match shared.take_answer(id).await {
-                Ok(Some(responses)) => {
-                    self.answer_here(id, owner, responses);
-                }
-                Ok(None) => {}
-                Err(error) => tracing::warn!(task = id, "the task's signals: {error}"),
-            }
-        }
-        true
-    }
-
     /// Runs `f` on this server's task `id`, whoever owns it, with the ttl.
     fn with_entry<T>(&self, id: &str, f: impl FnOnce(&mut TaskRecord, Duration) -> T) -> Option<T> {
         let mut store = self.lock();
+        store.expire(self.options.ttl);
         store
             .tasks
             .get_mut(id)
@@ -826,12 +777,15 @@ impl Store {
         self.retained_bytes -= freed;
     }
 
-    /// Forgets the oldest finished task; false if none has finished.
-    fn forget_oldest_finished(&mut self) -> bool {
+    /// Forgets the oldest finished task; false if none has finished. With
+    /// `shared`, a task whose end is not yet in the shared store is kept
+    /// until it is.
+    fn forget_oldest_finished(&mut self, shared: bool) -> bool {
         let oldest = self
             .tasks
             .iter()
             .filter(|(_, entry)| matches!(entry.state, State::Done(..)))
+            .filter(|(_, entry)| !shared || entry.published == entry.version)
             .min_by_key(|(_, entry)| entry.created)
             .map(|(id, _)| id.clone());
         let Some(id) = oldest else { return false };
@@ -844,15 +798,6 @@ impl Store {
         }
         true
     }
-}
-
-/// What a beat wrote of a task.
-struct Published {
-    owner: Option<Owner>,
-    /// Not ended: its owner goes on beating.
-    running: bool,
-    /// Waiting for an answer.
-    asking: bool,
 }
 
 /// Task `entry` as `tasks/get` shows it.
@@ -875,21 +820,16 @@ fn cancel_entry(entry: &mut TaskRecord) {
         entry.task.status_message = Some("The task was cancelled while it waited.".into());
         entry.task.last_updated_at = current_timestamp();
         entry.state = State::Done(TaskPayload::Cancelled, 0);
+        entry.version += 1;
         entry.changed.notify_one();
     }
     if matches!(entry.state, State::Working) {
         entry.cancel_requested = true;
+        entry.version += 1;
         entry.task.status_message = Some("Cancelling: the guest is being stopped.".into());
         entry.task.last_updated_at = current_timestamp();
         entry.cancel.cancel();
     }
-}
-
-fn is_terminal(payload: &TaskPayload) -> bool {
-    !matches!(
-        payload,
-        TaskPayload::Working | TaskPayload::InputRequired { .. }
-    )
 }
 
 /// The responses among `responses` to the questions in `requests`.
@@ -942,271 +882,4 @@ pub(crate) fn owner(context: &RequestContext<RoleServer>) -> Option<Owner> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rmcp::model::{CallToolResult, ContentBlock};
-
-    fn answer(text: &str) -> Result<CallToolResponse, McpError> {
-        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
-    }
-
-    async fn start<F>(tasks: &Tasks, work: F, owner: Option<Owner>) -> CallToolResponse
-    where
-        F: Future<Output = Result<CallToolResponse, McpError>> + Send + 'static,
-    {
-        let promoted = Arc::default();
-        tasks
-            .run(work, CancelToken::new(), owner, promoted, None)
-            .await
-            .unwrap()
-    }
-
-    fn id(response: &CallToolResponse) -> String {
-        match response {
-            CallToolResponse::Task(task) => task.task.task_id.clone(),
-            _ => panic!("not a task"),
-        }
-    }
-
-    #[tokio::test]
-    async fn a_full_store_answers_in_line() {
-        let tasks = Tasks::new(TaskOptions::default().after(Duration::ZERO).max_tasks(1));
-        let slow = async {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            answer("slow")
-        };
-        let first = start(&tasks, slow, None).await;
-        assert!(matches!(first, CallToolResponse::Task(_)));
-        // The one place is taken by a running task: the next call waits.
-        let second = start(&tasks, async { answer("quick") }, None).await;
-        assert!(matches!(second, CallToolResponse::Complete(_)));
-        // Once the first has finished, it gives its place up to a new one.
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        let third = start(&tasks, async { answer("again") }, None).await;
-        assert!(matches!(third, CallToolResponse::Task(_)));
-        assert!(
-            tasks.get(&id(&first), None).await.is_err(),
-            "the oldest was forgotten"
-        );
-    }
-
-    #[tokio::test]
-    async fn the_oldest_results_go_first_past_the_byte_bound() {
-        let text = "x".repeat(200);
-        let tasks = Tasks::new(
-            TaskOptions::default()
-                .after(Duration::ZERO)
-                .max_retained_bytes(600),
-        );
-        let mut ids = Vec::new();
-        for _ in 0..3 {
-            let text = text.clone();
-            ids.push(id(&start(&tasks, async move { answer(&text) }, None).await));
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert!(tasks.get(&ids[0], None).await.is_err());
-        for id in &ids[1..] {
-            let task = tasks.get(id, None).await.unwrap();
-            assert!(matches!(task.payload, TaskPayload::Completed { .. }));
-        }
-        assert!(tasks.lock().retained_bytes <= 600);
-    }
-
-    #[tokio::test]
-    async fn a_call_dropped_before_it_becomes_a_task_stops() {
-        struct Stopped(Arc<std::sync::atomic::AtomicBool>);
-        impl Drop for Stopped {
-            fn drop(&mut self) {
-                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
-            }
-        }
-        let tasks = Tasks::new(TaskOptions::default().after(Duration::from_secs(5)));
-        let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let guard = Stopped(stopped.clone());
-        let work = async move {
-            let _guard = guard;
-            tokio::time::sleep(Duration::from_secs(10)).await;
-            answer("late")
-        };
-        tokio::select! {
-            _ = start(&tasks, work, None) => panic!("the call ended"),
-            () = tokio::time::sleep(Duration::from_millis(50)) => {}
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(stopped.load(std::sync::atomic::Ordering::SeqCst));
-    }
-
-    #[tokio::test]
-    async fn progress_from_before_the_task_is_its_status() {
-        let tasks = Tasks::new(TaskOptions::default().after(Duration::from_millis(50)));
-        let promotion: Arc<Promotion> = Arc::default();
-        assert!(!promotion.report("napping"), "not a task yet");
-        let work = async {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            answer("awake")
-        };
-        let handle = tasks
-            .run(work, CancelToken::new(), None, promotion.clone(), None)
-            .await
-            .unwrap();
-        let CallToolResponse::Task(handle) = handle else {
-            panic!("not a task")
-        };
-        assert_eq!(handle.task.status_message.as_deref(), Some("napping"));
-        let id = handle.task.task_id;
-        assert_eq!(
-            tasks
-                .get(&id, None)
-                .await
-                .unwrap()
-                .task
-                .status_message
-                .as_deref(),
-            Some("napping")
-        );
-        assert!(promotion.report("stretching"), "a task now");
-        assert_eq!(
-            tasks
-                .get(&id, None)
-                .await
-                .unwrap()
-                .task
-                .status_message
-                .as_deref(),
-            Some("stretching")
-        );
-    }
-
-    #[tokio::test]
-    async fn a_task_is_seen_only_by_its_owner() {
-        let tasks = Tasks::new(TaskOptions::default().after(Duration::ZERO));
-        let (mine, theirs) = (Owner([1; 32]), Owner([2; 32]));
-        let task = id(&start(&tasks, async { answer("mine") }, Some(mine)).await);
-        assert!(tasks.get(&task, Some(mine)).await.is_ok());
-        for owner in [Some(theirs), None] {
-            let error = tasks.get(&task, owner).await.unwrap_err();
-            assert!(error.message.contains("there is no task"), "{error:?}");
-            assert!(tasks.cancel(&task, owner).await.is_err());
-        }
-    }
-
-    #[tokio::test]
-    async fn ids_are_random_and_carry_the_route() {
-        let options = TaskOptions::default().after(Duration::ZERO);
-        let tasks = Tasks::new(options.clone().route("r-1").unwrap());
-        let a = id(&start(&tasks, async { answer("a") }, None).await);
-        let b = id(&start(&tasks, async { answer("b") }, None).await);
-        assert!(
-            a.starts_with("r-1.") && a.len() == 4 + 32 && a != b,
-            "{a} {b}"
-        );
-        let error = Tasks::new(options.route("r-2").unwrap())
-            .get(&a, None)
-            .await
-            .unwrap_err();
-        assert!(error.message.contains("route `r-1`"), "{error:?}");
-        for bad in ["", "a.b", "a b", &"x".repeat(65)] {
-            assert!(TaskOptions::default().route(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    /// Two replicas' tasks sharing one store.
-    fn replicas(store: &Arc<crate::state::MemoryStore>) -> (Tasks, Tasks) {
-        let options = TaskOptions::default()
-            .after(Duration::ZERO)
-            .heartbeat(Duration::from_millis(20))
-            .shared(store.clone());
-        (Tasks::new(options.clone()), Tasks::new(options))
-    }
-
-    #[tokio::test]
-    async fn another_replica_answers_for_a_shared_task() {
-        let store = Arc::new(crate::state::MemoryStore::default());
-        let (a, b) = replicas(&store);
-        let owner = Some(Owner([7; 32]));
-        let work = async {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            answer("made on a")
-        };
-        let task = id(&start(&a, work, owner).await);
-        let seen = b.get(&task, owner).await.unwrap();
-        assert!(matches!(seen.payload, TaskPayload::Working), "{seen:?}");
-        let error = b.get(&task, Some(Owner([8; 32]))).await.unwrap_err();
-        assert!(error.message.contains("there is no task"), "{error:?}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let done = b.get(&task, owner).await.unwrap();
-        let TaskPayload::Completed { result } = done.payload else {
-            panic!("{done:?}")
-        };
-        assert_eq!(result["content"][0]["text"], "made on a");
-    }
-
-    #[tokio::test]
-    async fn a_cancel_through_another_replica_reaches_the_one_running_the_task() {
-        let store = Arc::new(crate::state::MemoryStore::default());
-        let (a, b) = replicas(&store);
-        let cancel = CancelToken::new();
-        let stopped = cancel.clone();
-        let work = async move {
-            tokio::select! {
-                () = tokio::time::sleep(Duration::from_secs(10)) => answer("late"),
-                () = stopped.cancelled() => Ok(CallToolResult::error(vec![ContentBlock::text("stopped")]).into()),
-            }
-        };
-        let handle = a
-            .run(work, cancel, None, Arc::default(), None)
-            .await
-            .unwrap();
-        let task = id(&handle);
-        b.cancel(&task, None).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        for replica in [&a, &b] {
-            let seen = replica.get(&task, None).await.unwrap();
-            assert!(matches!(seen.payload, TaskPayload::Cancelled), "{seen:?}");
-        }
-    }
-
-    #[test]
-    fn a_task_whose_replica_died_fails_after_its_heartbeats_stop() {
-        let store = Arc::new(crate::state::MemoryStore::default());
-        let (a, b) = replicas(&store);
-        let dying = tokio::runtime::Runtime::new().unwrap();
-        let work = async {
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            answer("never")
-        };
-        let task = dying.block_on(async { id(&start(&a, work, None).await) });
-        drop(dying); // the replica's runtime and every task on it are gone
-        let alive = tokio::runtime::Runtime::new().unwrap();
-        alive.block_on(async {
-            let seen = b.get(&task, None).await.unwrap();
-            assert!(matches!(seen.payload, TaskPayload::Working), "{seen:?}");
-            tokio::time::sleep(Duration::from_millis(20 * u64::from(shared::BEATS) + 100)).await;
-            let seen = b.get(&task, None).await.unwrap();
-            assert!(
-                matches!(seen.payload, TaskPayload::Failed { .. }),
-                "{seen:?}"
-            );
-            let message = seen.task.status_message.unwrap_or_default();
-            assert!(
-                message.contains("the replica running it stopped"),
-                "{message}"
-            );
-            // Settled once, it stays failed.
-            let again = b.get(&task, None).await.unwrap();
-            assert!(matches!(again.payload, TaskPayload::Failed { .. }));
-        });
-    }
-
-    #[tokio::test]
-    async fn a_shared_store_that_forgot_a_task_says_so() {
-        let store = Arc::new(crate::state::MemoryStore::default());
-        let (_, b) = replicas(&store);
-        let error = b.get("r.0123", None).await.unwrap_err();
-        assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
-        assert!(
-            error.message.contains("a store restarted empty"),
-            "{error:?}"
-        );
-    }
-}
+mod tests;
