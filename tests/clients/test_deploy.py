@@ -272,7 +272,15 @@ def test_the_kubernetes_manifest_probes_mounts_and_names_agree(machine):
     (machine / "password").write_text(password + "\n")
     (machine / "key").write_text(key + "\n")
     redis_local = free_port()
-    redis = start_redis(redis_local, password)
+    # The Redis Deployment's own args (the image's entrypoint runs
+    # redis-server with them), with the password where Kubernetes puts the
+    # variable, on a loopback port.
+    variable = f"$({password_env['name']})"
+    redis = start_redis(redis_local, password, [
+        str(redis_binary()[0]),
+        *(password if arg == variable else arg for arg in redis_container["args"]),
+        "--port", str(redis_local), "--bind", "127.0.0.1",
+    ])
     (machine / "toolcage.toml").write_text(substitute(config, {
         "/run/secrets/toolcage-redis/password": machine / "password",
         "/run/secrets/toolcage-state/key": machine / "key",
@@ -320,9 +328,9 @@ def test_the_kubernetes_manifest_probes_mounts_and_names_agree(machine):
             redis.wait()
 
 
-def start_redis(port, password):
-    """Debian's redis-server (TOOLCAGE_REDIS, its libraries beside it) on
-    127.0.0.1:`port` with `password`, empty, answering once this returns."""
+def redis_binary():
+    """Debian's redis-server (TOOLCAGE_REDIS, redis-cli and its libraries
+    beside it), and an environment that finds those libraries."""
     found = os.environ.get("TOOLCAGE_REDIS")
     assert found, "TOOLCAGE_REDIS is not set: tests/src/lib.rs fetches Debian's redis-server"
     binary = Path(found)
@@ -330,11 +338,21 @@ def start_redis(port, password):
     libraries = binary.parent.parent / "lib" / "x86_64-linux-gnu"
     if libraries.is_dir():
         env["LD_LIBRARY_PATH"] = str(libraries)
-    args = [str(binary), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--requirepass", password]
-    process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL)
+    return binary, env
+
+
+def start_redis(port, password, argv=None):
+    """Debian's redis-server on 127.0.0.1:`port` with `password`, empty,
+    answering once this returns; `argv`, when given, is a deployment's own
+    command line for it, which must do the same."""
+    binary, env = redis_binary()
+    if argv is None:
+        argv = [str(binary), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--requirepass", password]
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
+        assert process.poll() is None, f"redis-server exited: {argv}"
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
                 probe.sendall(f"AUTH {password}\r\nPING\r\n".encode())
@@ -361,8 +379,10 @@ def test_the_compose_file_runs_its_replicas_against_its_redis_behind_its_nginx(m
     image's entrypoint before it, this machine's files in place of the
     secrets and the config, a real Debian redis-server in place of the
     Redis service) serves and keeps its state in that Redis; the Redis
-    service reads its password from the secret the config names; and the
-    nginx site balances over the three, as Debian's nginx checks it."""
+    service's own entrypoint (run as the redis-server it starts) reads its
+    password from the secret the config names, and its healthcheck passes
+    while it runs and fails once it has stopped; and the nginx site
+    balances over the three, as Debian's nginx checks it."""
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     services = compose["services"]
     replicas = [name for name in services if name.startswith("toolcage-")]
@@ -380,6 +400,8 @@ def test_the_compose_file_runs_its_replicas_against_its_redis_behind_its_nginx(m
     assert 'url = "redis://redis:6379/0"' in config
     assert "/run/secrets/redis_password" in " ".join(services["redis"]["entrypoint"])
     assert services["redis"]["secrets"] == ["redis_password"]
+    assert services["redis"]["user"].split(":")[0] not in ("0", "root")
+    assert replica["depends_on"] == {"redis": {"condition": "service_healthy"}}
     # The site names the three replicas, and nginx accepts it.
     [site_entry] = services["nginx"]["configs"]
     site = (DEPLOY / compose["configs"][site_entry["source"]]["file"]).read_text()
@@ -394,7 +416,20 @@ def test_the_compose_file_runs_its_replicas_against_its_redis_behind_its_nginx(m
     (machine / "password").write_text(password + "\n")
     (machine / "key").write_text(key + "\n")
     redis_port = free_port()
-    redis = start_redis(redis_port, password)
+    # The Redis service's own entrypoint and healthcheck (Compose reads `$$`
+    # as `$`), with this machine's password file and a loopback port.
+    binary, _ = redis_binary()
+    [shell, flag, script] = services["redis"]["entrypoint"]
+    redis = start_redis(redis_port, password, [shell, flag, substitute(script.replace("$$", "$"), {
+        "/run/secrets/redis_password": machine / "password",
+        "exec redis-server": f"exec {binary} --port {redis_port} --bind 127.0.0.1",
+    })])
+    kind, check = services["redis"]["healthcheck"]["test"]
+    assert kind == "CMD-SHELL"
+    check = ["sh", "-c", substitute(check.replace("$$", "$"), {
+        "/run/secrets/redis_password": machine / "password",
+        "redis-cli": f"{binary.with_name('redis-cli')} -p {redis_port}",
+    })]
     (machine / "toolcage.toml").write_text(substitute(config, {
         "/run/secrets/redis_password": machine / "password",
         "/run/secrets/state_key": machine / "key",
@@ -410,6 +445,8 @@ def test_the_compose_file_runs_its_replicas_against_its_redis_behind_its_nginx(m
         "0.0.0.0:8080": f"127.0.0.1:{local}",
     }))
     try:
+        healthy = subprocess.run(check, env=redis_binary()[1], stderr=subprocess.DEVNULL, timeout=10)
+        assert healthy.returncode == 0, "the Redis healthcheck failed"
         server, _ = start(argv)
         try:
             assert_serves(local, TOKEN)
@@ -426,6 +463,8 @@ def test_the_compose_file_runs_its_replicas_against_its_redis_behind_its_nginx(m
     finally:
         redis.kill()
         redis.wait()
+    unhealthy = subprocess.run(check, env=redis_binary()[1], stderr=subprocess.DEVNULL, timeout=10)
+    assert unhealthy.returncode != 0, "the Redis healthcheck passed with Redis stopped"
 
 
 def nginx_checks(site):
