@@ -13,12 +13,16 @@
 //!
 //! Run with `cargo bench -p toolcage-tests --bench durable`.
 
+#[path = "support/latency.rs"]
+mod latency;
 #[path = "support/mcp_client.rs"]
 mod mcp_client;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use latency::{met, ms, p50, percentile};
 
 use rmcp::model::CallToolResponse;
 use serde_json::json;
@@ -165,21 +169,4 @@ async fn session_read(registry: &Arc<Registry>) {
 fn row(label: &str, latencies: &mut [Duration]) {
     let p90 = percentile(latencies, 0.9);
     println!("{label:<64} {:>9.2} {:>9.2}", ms(p50(latencies)), ms(p90));
-}
-
-fn p50(latencies: &mut [Duration]) -> Duration {
-    percentile(latencies, 0.5)
-}
-
-fn percentile(latencies: &mut [Duration], at: f64) -> Duration {
-    latencies.sort();
-    latencies[((latencies.len() - 1) as f64 * at) as usize]
-}
-
-fn ms(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1e3
-}
-
-fn met(yes: bool) -> &'static str {
-    if yes { "met" } else { "NOT met" }
 }

@@ -15,11 +15,15 @@
 //!
 //! Run with `cargo bench -p toolcage-tests --bench tasks`.
 
+#[path = "support/latency.rs"]
+mod latency;
 #[path = "support/mcp_client.rs"]
 mod mcp_client;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use latency::{met, ms, p50, percentile};
 
 use rmcp::model::{CallToolRequestParams, CallToolResponse, GetTaskParams, TaskStatus};
 use serde_json::json;
@@ -167,21 +171,4 @@ async fn life(maker: &mcp_client::Client, poller: &mcp_client::Client) -> Durati
 fn row(label: &str, latencies: &mut [Duration]) {
     let p99 = percentile(latencies, 0.99);
     println!("{label:<64} {:>9.3} {:>9.3}", ms(p50(latencies)), ms(p99));
-}
-
-fn p50(latencies: &mut [Duration]) -> Duration {
-    percentile(latencies, 0.5)
-}
-
-fn percentile(latencies: &mut [Duration], at: f64) -> Duration {
-    latencies.sort();
-    latencies[((latencies.len() - 1) as f64 * at) as usize]
-}
-
-fn ms(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1e3
-}
-
-fn met(yes: bool) -> &'static str {
-    if yes { "met" } else { "NOT met" }
 }

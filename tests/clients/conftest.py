@@ -809,3 +809,51 @@ def prometheus(tmp_path_factory):
     yield start
     for server in started:
         server.stop()
+
+
+# --- Redis (Debian's redis-server, fetched by tests/src/lib.rs) --------------
+
+
+def redis_binary():
+    """Debian's redis-server (TOOLCAGE_REDIS, redis-cli and its libraries
+    beside it), and an environment that finds those libraries."""
+    found = os.environ.get("TOOLCAGE_REDIS")
+    assert found, "TOOLCAGE_REDIS is not set: tests/src/lib.rs fetches Debian's redis-server"
+    binary = Path(found)
+    env = dict(os.environ)
+    libraries = binary.parent.parent / "lib" / "x86_64-linux-gnu"
+    if libraries.is_dir():
+        env["LD_LIBRARY_PATH"] = str(libraries)
+    return binary, env
+
+
+def start_redis(port, password, argv=None):
+    """Debian's redis-server on 127.0.0.1:`port` with `password`, empty,
+    answering once this returns; `argv`, when given, is a deployment's own
+    command line for it, which must do the same."""
+    binary, env = redis_binary()
+    if argv is None:
+        argv = [str(binary), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--requirepass", password]
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"redis-server exited: {argv}"
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
+                probe.sendall(f"AUTH {password}\r\nPING\r\n".encode())
+                if probe.recv(64).startswith(b"+OK"):
+                    return process
+        except OSError:
+            time.sleep(0.02)
+    process.kill()
+    raise AssertionError("redis-server did not answer")
+
+
+def redis_keys(port, password, pattern):
+    """The keys matching `pattern` in the Redis on `port` (RESP, by hand)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+        connection.sendall(f"AUTH {password}\r\nKEYS {pattern}\r\n".encode())
+        time.sleep(0.2)
+        reply = connection.recv(65536).decode()
+    return re.findall(r"^(toolcage:[^\r\n]+)\r?$", reply, re.MULTILINE)

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import BIN, TOOLS, TOKEN, launch_http
+from conftest import BIN, TOOLS, TOKEN, launch_http, redis_binary, redis_keys, start_redis
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 CALL = {
@@ -326,51 +326,6 @@ def test_the_kubernetes_manifest_probes_mounts_and_names_agree(machine):
         finally:
             redis.kill()
             redis.wait()
-
-
-def redis_binary():
-    """Debian's redis-server (TOOLCAGE_REDIS, redis-cli and its libraries
-    beside it), and an environment that finds those libraries."""
-    found = os.environ.get("TOOLCAGE_REDIS")
-    assert found, "TOOLCAGE_REDIS is not set: tests/src/lib.rs fetches Debian's redis-server"
-    binary = Path(found)
-    env = dict(os.environ)
-    libraries = binary.parent.parent / "lib" / "x86_64-linux-gnu"
-    if libraries.is_dir():
-        env["LD_LIBRARY_PATH"] = str(libraries)
-    return binary, env
-
-
-def start_redis(port, password, argv=None):
-    """Debian's redis-server on 127.0.0.1:`port` with `password`, empty,
-    answering once this returns; `argv`, when given, is a deployment's own
-    command line for it, which must do the same."""
-    binary, env = redis_binary()
-    if argv is None:
-        argv = [str(binary), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--requirepass", password]
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"redis-server exited: {argv}"
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
-                probe.sendall(f"AUTH {password}\r\nPING\r\n".encode())
-                if probe.recv(64).startswith(b"+OK"):
-                    return process
-        except OSError:
-            time.sleep(0.02)
-    process.kill()
-    raise AssertionError("redis-server did not answer")
-
-
-def redis_keys(port, password, pattern):
-    """The keys matching `pattern` in the Redis on `port` (RESP, by hand)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
-        connection.sendall(f"AUTH {password}\r\nKEYS {pattern}\r\n".encode())
-        time.sleep(0.2)
-        reply = connection.recv(65536).decode()
-    return re.findall(r"^(toolcage:[^\r\n]+)\r?$", reply, re.MULTILINE)
 
 
 def test_the_compose_file_runs_its_replicas_against_its_redis_behind_its_nginx(machine):

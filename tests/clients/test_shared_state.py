@@ -57,7 +57,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 import tasks
-from conftest import BIN, TOOLS, launch_http
+from conftest import BIN, TOOLS, launch_http, start_redis
 from test_scale import NGINX_MAIN, nginx_binary, plain_config
 
 pytestmark = pytest.mark.anyio
@@ -73,31 +73,6 @@ def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def start_redis(port):
-    """Debian's redis-server (TOOLCAGE_REDIS, its libraries beside it) on
-    `port`, empty, answering once this returns."""
-    found = os.environ.get("TOOLCAGE_REDIS")
-    assert found, "TOOLCAGE_REDIS is not set: the shared-state tests need Debian's redis-server (tests/src/lib.rs fetches it)"
-    binary = Path(found)
-    env = dict(os.environ)
-    libraries = binary.parent.parent / "lib" / "x86_64-linux-gnu"
-    if libraries.is_dir():
-        env["LD_LIBRARY_PATH"] = str(libraries)
-    args = [str(binary), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    process = subprocess.Popen([*args, "--requirepass", PASSWORD], env=env, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
-                probe.sendall(f"AUTH {PASSWORD}\r\nPING\r\n".encode())
-                if probe.recv(64).startswith(b"+OK"):
-                    return process
-        except OSError:
-            time.sleep(0.02)
-    process.kill()
-    raise AssertionError("redis-server did not answer")
 
 
 def config_text(tmp_path, port, extra=""):
@@ -116,7 +91,7 @@ async def replicas(tmp_path):
     """Redis and two replicas sharing it and /rw (holding log.txt); yields
     a function opening a 2026-07-28 client of replica 0 or 1."""
     port = free_port()
-    redis = start_redis(port)
+    redis = start_redis(port, PASSWORD)
     rw = tmp_path / "rw"
     rw.mkdir()
     (rw / "log.txt").write_text("END\n")
@@ -255,7 +230,7 @@ async def balanced(tmp_path):
     plain round-robin nginx site; each replica makes every call of a client
     declaring tasks a task at once, and beats every HEARTBEAT_MS."""
     port = free_port()
-    redis = start_redis(port)
+    redis = start_redis(port, PASSWORD)
     rw = tmp_path / "rw"
     rw.mkdir()
     (rw / "log.txt").write_text("END\n")
@@ -453,7 +428,7 @@ async def test_redis_lost_and_restarted_empty(tmp_path):
                 assert errors and all(e.error.code == -32603 for e in errors), errors
                 assert all("the state store failed" in e.error.message for e in errors), errors
 
-                balancer.redis = start_redis(balancer.redis_port)
+                balancer.redis = start_redis(balancer.redis_port, PASSWORD)
                 # Once every replica's store has reconnected, an unknown id
                 # is unknown (not a failed store) wherever it lands.
                 with anyio.fail_after(20):
