@@ -7,7 +7,9 @@ bearer check in mod.rs):
 - the bearer scheme in any case, with one or more spaces or tabs;
 - a session is its opener's token's: another token gets 404 for it (POST,
   GET, DELETE), as for an unknown one; a DELETE of an unknown or ended
-  session gets 404; each token holds at most --max-sessions-per-token;
+  session gets 404; each token holds at most --max-sessions-per-token, a new
+  one past it closing the idlest (never one in use), and 429 only when
+  all are in use; a session unused past --session-idle-ms is closed;
 - a tools/call with bad params gets -32602 naming the problem; a malformed
   chunked body gets 400; a request that is not Unicode text (a lone
   surrogate, a byte that is not UTF-8) gets -32700 for its id;
@@ -383,22 +385,92 @@ def test_a_session_is_its_tokens_own(sessions):
     assert delete(sessions, TOKEN, "no-such-session")[0] == 404
 
 
-def test_sessions_per_token_are_capped(capped):
-    """3 sessions a token: the fourth initialize gets 429; another token is
-    not held back; a deleted session frees its place."""
+def open_stream(address, token, session):
+    """The GET of `session`'s event stream, its head read: the socket,
+    still open (the session is in use while it is)."""
+    sock = socket.create_connection(address, timeout=10)
+    sock.sendall(session_request(address, token, session, method="GET"))
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed before a response: {data!r}"
+        data += chunk
+    assert data.split(b"\r\n", 1)[0].split()[1] == b"200", data
+    return sock
+
+
+def served(address, token, session):
+    return exchange(address, session_request(address, token, session))[0] == 200
+
+
+def test_past_the_cap_a_new_session_takes_the_place_of_the_idlest(capped):
+    """3 sessions a token: a fourth closes the one idle longest; one whose
+    event stream is open is in use and never closed for another; with all
+    three in use, an initialize gets 429; another token is not held back;
+    a deleted session frees its place."""
     opened = [open_session(capped, TOKEN_C) for _ in range(3)]
     for session in opened:
-        assert exchange(capped, session_request(capped, TOKEN_C, session))[0] == 200
+        assert served(capped, TOKEN_C, session)
+    fourth = open_session(capped, TOKEN_C)
+    assert not served(capped, TOKEN_C, opened[0])
+    assert all(served(capped, TOKEN_C, s) for s in (opened[1], opened[2], fourth))
+    # opened[1] is now the idlest, but in use: opened[2] goes instead.
+    streams = [open_stream(capped, TOKEN_C, opened[1])]
+    fifth = open_session(capped, TOKEN_C)
+    assert not served(capped, TOKEN_C, opened[2])
+    assert served(capped, TOKEN_C, opened[1]) and served(capped, TOKEN_C, fifth)
+    held = [opened[1], fourth, fifth]
+    streams += [open_stream(capped, TOKEN_C, s) for s in held[1:]]
     request = session_request(capped, TOKEN_C, None, message=INITIALIZE)
-    status, headers, _ = exchange(capped, request)
+    status, headers, body = exchange(capped, request)
     assert status == 429 and "mcp-session-id" not in headers
+    assert b"in progress" in body
+    assert all(served(capped, TOKEN_C, s) for s in held)
     other = open_session(capped, TOKEN_B)
-    assert delete(capped, TOKEN, opened[0])[0] == 404
-    assert delete(capped, TOKEN_C, opened[0])[0] in (200, 202)
-    opened[0] = open_session(capped, TOKEN_C)
-    for session in opened:
+    assert delete(capped, TOKEN, held[0])[0] == 404
+    assert delete(capped, TOKEN_C, held[0])[0] in (200, 202)
+    held[0] = open_session(capped, TOKEN_C)
+    for sock in streams:
+        sock.close()
+    for session in held:
         assert delete(capped, TOKEN_C, session)[0] in (200, 202)
     assert delete(capped, TOKEN_B, other)[0] in (200, 202)
+
+
+def test_clients_that_exit_without_delete_never_lock_new_ones_out(config_file):
+    """200 clients open a session and go away without a DELETE, under the
+    default cap of 64 a token: a new client is served at once, the first
+    sessions were closed for later ones, and the server's memory stays
+    bounded."""
+    process, address = start(config_file)
+    try:
+        first = open_session(address, TOKEN_C)
+        before = rss_kib(process.pid)
+        for _ in range(200):
+            open_session(address, TOKEN_C)
+        grown_kib = rss_kib(process.pid) - before
+        started = time.monotonic()
+        session = open_session(address, TOKEN_C)
+        assert served(address, TOKEN_C, session)
+        assert time.monotonic() - started < 2
+        assert not served(address, TOKEN_C, first)
+        assert grown_kib < 64 * 1024, grown_kib
+    finally:
+        stop(process)
+
+
+def test_an_unused_session_expires_after_the_idle_time(config_file):
+    """--session-idle-ms: a session unused for longer is closed (404)."""
+    process, address = start(config_file, "--session-idle-ms", "1000")
+    try:
+        session = open_session(address, TOKEN_C)
+        assert served(address, TOKEN_C, session)
+        deadline = time.monotonic() + 10
+        while served(address, TOKEN_C, session):
+            assert time.monotonic() < deadline, "the session outlived its idle time"
+            time.sleep(1.5)
+    finally:
+        stop(process)
 
 
 def test_the_sdk_keeps_its_session(sessions):

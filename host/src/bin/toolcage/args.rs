@@ -396,10 +396,15 @@ pub struct HttpLimits {
     #[arg(long, value_name = "N")]
     pub max_unauthenticated_connections: Option<usize>,
     /// The most sessions one token may hold open at once (all clients
-    /// together, without tokens); an initialize past it is answered 429.
-    /// Default: 64.
+    /// together, without tokens); a new one past it closes the token's
+    /// session idle longest, and when every one is in use its initialize
+    /// is answered 429. Default: 64.
     #[arg(long, value_name = "N")]
     pub max_sessions_per_token: Option<usize>,
+    /// How long a session may go unused before it is closed. Default:
+    /// 300000 (5 minutes).
+    #[arg(long, value_name = "MS")]
+    pub session_idle_ms: Option<u64>,
 }
 
 impl HttpLimits {
@@ -412,5 +417,6 @@ impl HttpLimits {
             || self.max_connections.is_some()
             || self.max_unauthenticated_connections.is_some()
             || self.max_sessions_per_token.is_some()
+            || self.session_idle_ms.is_some()
     }
 }

@@ -111,7 +111,7 @@ impl Serve {
             }
             if self.http_limits.any() {
                 bail!(
-                    "the HTTP limits (--header-timeout-ms, --idle-timeout-ms, --body-timeout-ms, --max-header-kib, --max-connections, --max-unauthenticated-connections, --max-sessions-per-token) apply to --http only"
+                    "the HTTP limits (--header-timeout-ms, --idle-timeout-ms, --body-timeout-ms, --max-header-kib, --max-connections, --max-unauthenticated-connections, --max-sessions-per-token, --session-idle-ms) apply to --http only"
                 );
             }
             return server
@@ -235,6 +235,9 @@ fn with_limits(
     }
     if let Some(n) = limits.max_sessions_per_token {
         options = options.max_sessions_per_token(n);
+    }
+    if let Some(ms) = limits.session_idle_ms {
+        options = options.session_idle(Duration::from_millis(ms));
     }
     options
         .check()

@@ -68,7 +68,7 @@ pub use limits::{
     DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_UNPROVEN_CONNECTIONS,
 };
-pub use sessions::DEFAULT_MAX_SESSIONS_PER_TOKEN;
+pub use sessions::{DEFAULT_MAX_SESSIONS_PER_TOKEN, DEFAULT_SESSION_IDLE};
 pub use unread_body::{DISCARD_MAX_BYTES, DISCARD_MAX_TIME};
 
 /// How long, once no call is running, the last results have to be sent
@@ -95,6 +95,7 @@ pub struct HttpOptions {
     max_connections: usize,
     max_unproven_connections: usize,
     max_sessions_per_token: usize,
+    session_idle: Duration,
     #[cfg(feature = "otel")]
     metrics: Option<Telemetry>,
 }
@@ -113,6 +114,7 @@ impl Default for HttpOptions {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_unproven_connections: DEFAULT_MAX_UNPROVEN_CONNECTIONS,
             max_sessions_per_token: DEFAULT_MAX_SESSIONS_PER_TOKEN,
+            session_idle: DEFAULT_SESSION_IDLE,
             #[cfg(feature = "otel")]
             metrics: None,
         }
@@ -225,10 +227,20 @@ impl HttpOptions {
     }
 
     /// The most sessions one token may hold open at once (all clients
-    /// together, without tokens): an `initialize` past it is answered 429.
-    /// Default: [`DEFAULT_MAX_SESSIONS_PER_TOKEN`].
+    /// together, without tokens). A new session past it takes the place of
+    /// the token's session idle longest; when every one is in use (a
+    /// request, an answer or an event stream in progress), its `initialize`
+    /// is answered 429. Default: [`DEFAULT_MAX_SESSIONS_PER_TOKEN`].
     pub fn max_sessions_per_token(mut self, sessions: usize) -> Self {
         self.max_sessions_per_token = sessions;
+        self
+    }
+
+    /// How long a session may go unused before it is closed (a client
+    /// that exits without ending its session leaves it to this).
+    /// Default: [`DEFAULT_SESSION_IDLE`].
+    pub fn session_idle(mut self, idle: Duration) -> Self {
+        self.session_idle = idle;
         self
     }
 
@@ -245,6 +257,7 @@ impl HttpOptions {
                 self.max_unproven_connections == 0,
             ),
             ("max_sessions_per_token", self.max_sessions_per_token == 0),
+            ("session_idle", self.session_idle.is_zero()),
         ];
         if let Some((name, _)) = zero.into_iter().find(|(_, zero)| *zero) {
             return Err(HttpOptionsError::Zero(name));
@@ -317,7 +330,9 @@ impl McpServer {
             .with_max_request_body_bytes(options.max_body_bytes)
             .with_cancellation_token(shutdown);
         let server = self.clone();
-        let manager = Arc::new(LocalSessionManager::default());
+        let mut manager = LocalSessionManager::default();
+        manager.session_config.keep_alive = Some(options.session_idle);
+        let manager = Arc::new(manager);
         let service = StreamableHttpService::new(
             move || Ok(Handler::from(server.for_connection())),
             manager.clone(),
@@ -557,6 +572,12 @@ mod tests {
                 .idle_timeout(std::time::Duration::ZERO)
                 .check(),
             Err(HttpOptionsError::Zero("idle_timeout"))
+        );
+        assert_eq!(
+            HttpOptions::default()
+                .session_idle(std::time::Duration::ZERO)
+                .check(),
+            Err(HttpOptionsError::Zero("session_idle"))
         );
         assert_eq!(
             HttpOptions::default().max_header_bytes(100).check(),
