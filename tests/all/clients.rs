@@ -25,7 +25,7 @@ fn python_client_sdks() {
         tools.path().join("misbehave.wasm"),
     )
     .unwrap();
-    // The hot-reload, format and nested-call tests copy these into
+    // The hot-reload, format, nested-call and schema tests copy these into
     // directories of their own.
     let fixtures = tempfile::tempdir().unwrap();
     std::fs::copy(guests::FIXTURE_ECHO, fixtures.path().join("echo.wasm")).unwrap();
@@ -37,6 +37,11 @@ fn python_client_sdks() {
     std::fs::copy(
         guests::FIXTURE_ECHO_TWIN,
         fixtures.path().join("echo_twin.wasm"),
+    )
+    .unwrap();
+    std::fs::copy(
+        guests::FIXTURE_SCHEMA_ZOO,
+        fixtures.path().join("schema_zoo.wasm"),
     )
     .unwrap();
     let output = Command::new(clients_python())

@@ -1,6 +1,8 @@
 """toolcage's MCP server, driven by the official MCP Python SDK over stdio and
 Streamable HTTP, on 2026-07-28 and on the older handshake revisions."""
 
+import os
+import shutil
 import socket
 import time
 
@@ -38,6 +40,33 @@ async def test_lists_tools_with_every_hint_explicit(connect, mode):
         # The output limit (1 MiB) as Claude Code's per-tool result cap,
         # which goes no higher than 500,000 characters.
         assert echo.meta["anthropic/maxResultSizeChars"] == 500_000
+
+
+async def test_a_schema_reaches_the_client_as_the_tool_wrote_it(mode, config_file, tmp_path):
+    """JSON Schema 2020-12 as the fixture `schema_zoo` declares it: `$schema`,
+    `$defs`, `additionalProperties`, `prefixItems`, `if`/`then`/`else`, each
+    kept, nothing added."""
+    shutil.copy(os.path.join(os.environ["TOOLCAGE_FIXTURES"], "schema_zoo.wasm"), tmp_path)
+    args = ["--no-bundled", "--tools", str(tmp_path), "--config", config_file, "serve"]
+    async with Client(StdioServerParameters(command=BIN, args=args), mode=mode) as client:
+        (zoo,) = (await client.list_tools()).tools
+    schema = zoo.input_schema
+    assert sorted(schema) == sorted([
+        "$schema", "type", "$defs", "properties", "required",
+        "additionalProperties", "dependentRequired", "allOf",
+    ])
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["$defs"]["point"] == {
+        "type": "array",
+        "prefixItems": [{"type": "number"}, {"type": "number"}],
+        "items": False,
+        "minItems": 2,
+    }
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["meta"]["additionalProperties"] is False
+    assert schema["properties"]["center"] == {"$ref": "#/$defs/point"}
+    assert schema["allOf"][0]["else"] == {"not": {"required": ["radius"]}}
+    assert zoo.output_schema == schema
 
 
 async def test_a_good_call_has_structured_content(connect):
